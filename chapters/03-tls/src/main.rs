@@ -1,0 +1,64 @@
+//! `cargo run -p certs`: create (or inspect) the development PKI.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use certs::{Pki, inspect, pki::Outcome};
+use clap::Parser;
+
+/// Creates the workshop's development CA and its server and client certificates.
+///
+/// Existing files are kept unless --force is given. Keys are written with mode
+/// 0600 and are git-ignored.
+#[derive(Parser)]
+#[command(name = "certs", version)]
+struct Args {
+    /// Folder to write the PKI to
+    #[arg(long, env = "CERTS_DIR", default_value_os_t = certs::default_dir())]
+    dir: PathBuf,
+    /// Replace all five files even if they exist (every client must then reload ca.pem)
+    #[arg(long)]
+    force: bool,
+    /// Print what each certificate says instead of creating anything
+    #[arg(long, conflicts_with = "force")]
+    show: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let pki = Pki::new(&args.dir);
+    let result = if args.show { show(&pki) } else { create(&pki, args.force) };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn create(pki: &Pki, force: bool) -> anyhow::Result<()> {
+    match pki.generate(force)? {
+        Outcome::Created => println!("created the development PKI in {}", pki.dir.display()),
+        Outcome::KeptExisting => {
+            println!("kept the existing PKI in {} (use --force to replace it)", pki.dir.display())
+        }
+    }
+    for (path, what) in [
+        (pki.ca_cert(), "CA certificate: what every client trusts"),
+        (pki.server_cert(), "server certificate: localhost, 127.0.0.1, ::1"),
+        (pki.server_key(), "server private key (0600)"),
+        (pki.client_cert(), "client certificate: for --mtls"),
+        (pki.client_key(), "client private key (0600)"),
+    ] {
+        println!("  {:<12} {what}", path.file_name().unwrap_or_default().to_string_lossy());
+    }
+    println!("inspect them with: cargo run -p certs -- --show");
+    Ok(())
+}
+
+fn show(pki: &Pki) -> anyhow::Result<()> {
+    for path in [pki.ca_cert(), pki.server_cert(), pki.client_cert()] {
+        print!("{}", inspect::describe(&path)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! The development PKI: one CA and two leaf certificates, made with rcgen.
+//!
+//! A client trusts a server because the server's certificate chains to a CA the
+//! client already has (`ca.pem`) and names the host the client dialled. Nothing else
+//! about the certificate matters for trust, which is why one small CA is enough to
+//! make TLS real on a laptop: the servers present `server.pem`, every client loads
+//! `ca.pem`, and with `--mtls` the servers also demand `client.pem`.
+
+use std::{
+    fs,
+    io::{self, Write},
+    path::{Path, PathBuf},
+};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use time::{Duration, OffsetDateTime};
+
+/// Where the five files of the development PKI live.
+#[derive(Clone, Debug)]
+pub struct Pki {
+    pub dir: PathBuf,
+}
+
+/// The names of the PKI's files, relative to its directory.
+pub const CA_CERT: &str = "ca.pem";
+pub const SERVER_CERT: &str = "server.pem";
+pub const SERVER_KEY: &str = "server.key";
+pub const CLIENT_CERT: &str = "client.pem";
+pub const CLIENT_KEY: &str = "client.key";
+const ALL_FILES: [&str; 5] = [CA_CERT, SERVER_CERT, SERVER_KEY, CLIENT_CERT, CLIENT_KEY];
+
+/// The names the server certificate is valid for: every way a reader on this
+/// machine dials the servers. A client that dials any other name (say, the
+/// machine's hostname) fails verification, on purpose.
+pub const SERVER_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The command that creates the PKI, quoted in every "file missing" message.
+pub const CREATE_COMMAND: &str = "cargo run -p certs";
+
+/// What [`Pki::generate`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    /// All five files were already there and `force` was off: nothing was touched.
+    KeptExisting,
+}
+
+impl Pki {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Pki { dir: dir.into() }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    pub fn ca_cert(&self) -> PathBuf {
+        self.path(CA_CERT)
+    }
+    pub fn server_cert(&self) -> PathBuf {
+        self.path(SERVER_CERT)
+    }
+    pub fn server_key(&self) -> PathBuf {
+        self.path(SERVER_KEY)
+    }
+    pub fn client_cert(&self) -> PathBuf {
+        self.path(CLIENT_CERT)
+    }
+    pub fn client_key(&self) -> PathBuf {
+        self.path(CLIENT_KEY)
+    }
+
+    /// True when all five files exist.
+    pub fn is_complete(&self) -> bool {
+        ALL_FILES.iter().all(|f| self.path(f).exists())
+    }
+
+    /// Creates the CA and both leaves. Existing files are kept unless `force` is
+    /// set; a half-present PKI is an error rather than something to patch up,
+    /// because a new leaf signed by a new CA would not verify against the old one.
+    pub fn generate(&self, force: bool) -> anyhow::Result<Outcome> {
+        let present: Vec<&str> = ALL_FILES.iter().copied().filter(|f| self.path(f).exists()).collect();
+        if !force && present.len() == ALL_FILES.len() {
+            return Ok(Outcome::KeptExisting);
+        }
+        if !force && !present.is_empty() {
+            anyhow::bail!(
+                "{} holds only part of the PKI ({}); re-run with --force to replace all five files",
+                self.dir.display(),
+                present.join(", ")
+            );
+        }
+        fs::create_dir_all(&self.dir)?;
+        let files = make_pki()?;
+        for (name, contents) in files {
+            write_file(&self.path(name), contents.as_bytes(), name.ends_with(".key"))?;
+        }
+        Ok(Outcome::Created)
+    }
+}
+
+// ANCHOR: make_pki
+/// Returns the five files' contents, named as in [`ALL_FILES`].
+fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
+    // Backdate a little so a clock a few minutes behind still accepts the files.
+    let now = OffsetDateTime::now_utc() - Duration::hours(1);
+
+    // The CA: allowed to sign certificates (keyCertSign), but only leaves:
+    // path length 0 means nothing it signs may itself act as a CA.
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "grpc-rest-workshop development CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca.not_before = now;
+    ca.not_after = now + Duration::days(3650);
+    let ca_key = KeyPair::generate()?; // ECDSA P-256
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca, ca_key);
+
+    // The server leaf: valid for the names in SERVER_NAMES, for server auth only.
+    let mut server = CertificateParams::new(SERVER_NAMES.map(String::from).to_vec())?;
+    server.distinguished_name.push(DnType::CommonName, "localhost");
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    server.use_authority_key_identifier_extension = true;
+    server.not_before = now;
+    server.not_after = now + Duration::days(397); // the longest lifetime browsers accept
+    let server_key = KeyPair::generate()?;
+    let server_cert = server.signed_by(&server_key, &issuer)?;
+
+    // The client leaf: no host names, and usable only to prove who a client is.
+    let mut client = CertificateParams::default();
+    client.distinguished_name.push(DnType::CommonName, "workshop-client");
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    client.use_authority_key_identifier_extension = true;
+    client.not_before = now;
+    client.not_after = now + Duration::days(397);
+    let client_key = KeyPair::generate()?;
+    let client_cert = client.signed_by(&client_key, &issuer)?;
+
+    Ok([
+        (CA_CERT, ca_cert.pem()),
+        (SERVER_CERT, server_cert.pem()),
+        (SERVER_KEY, server_key.serialize_pem()),
+        (CLIENT_CERT, client_cert.pem()),
+        (CLIENT_KEY, client_key.serialize_pem()),
+    ])
+}
+// ANCHOR_END: make_pki
+
+/// Writes through a temporary file and a rename, so a reader never sees half a
+/// file; keys are created readable by their owner only (mode 0600).
+fn write_file(path: &Path, contents: &[u8], secret: bool) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    // A leftover from an interrupted run would keep its old mode; start afresh.
+    let _ = fs::remove_file(&tmp);
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(if secret { 0o600 } else { 0o644 });
+    }
+    let mut file = options.open(&tmp)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
+}

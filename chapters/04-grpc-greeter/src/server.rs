@@ -1,0 +1,111 @@
+//! The gRPC server: TLS, optional mTLS, health, reflection, limits, shutdown.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use certs::{TlsArgs, TlsListener};
+use proto::greeter::v1::greeter_server::GreeterServer;
+use tokio_stream::{StreamExt, wrappers::ReceiverStream};
+use tonic::transport::Server;
+use tracing::info;
+
+use crate::{greeter::Greeter, lifetime::CallStats};
+
+pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
+
+// ANCHOR: limits
+/// HTTP/2 streams (calls) one connection may have open at once. tonic's default
+/// is no limit at all, so a single client could open thousands of calls and
+/// queue them all on us; 256 is far more than any exercise here needs.
+pub const MAX_CONCURRENT_STREAMS: u32 = 256;
+
+/// The largest message the Greeter decodes or encodes. gRPC's customary default
+/// is 4 MiB; a greeting is a few dozen bytes, so anything near this size is a
+/// mistake or an attack and is refused before it is buffered.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// An idle connection is pinged this often, and dropped if a ping goes
+/// unanswered for KEEPALIVE_TIMEOUT: a vanished client (laptop lid closed,
+/// cable pulled) does not keep its connection state here forever.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+// ANCHOR_END: limits
+
+/// The Greeter over gRPC, on TLS.
+#[derive(clap::Parser, Clone, Debug)]
+#[command(name = "grpc-server", version)]
+pub struct Args {
+    /// Address to listen on
+    #[arg(long, env = "GRPC_ADDR", default_value = DEFAULT_ADDR)]
+    pub addr: SocketAddr,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Require a client certificate signed by the CA (mutual TLS)
+    #[arg(long, env = "GRPC_MTLS")]
+    pub mtls: bool,
+}
+
+/// A server that has loaded its certificates and bound its port but not yet
+/// started serving: `local_addr` is known (useful with port 0), and every setup
+/// error has already been reported.
+pub struct BoundServer {
+    listener: TlsListener,
+    addr: SocketAddr,
+    greeter: Greeter,
+    mtls: bool,
+}
+
+impl BoundServer {
+    pub async fn bind(args: &Args) -> anyhow::Result<Self> {
+        // gRPC needs HTTP/2; offering only "h2" in ALPN makes that explicit.
+        let tls = certs::server_config(&args.tls, args.mtls, &[b"h2"])?;
+        let listener = TlsListener::bind(args.addr, tls).await?;
+        let addr = listener.local_addr()?;
+        Ok(BoundServer { listener, addr, greeter: Greeter::default(), mtls: args.mtls })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The Greeter's counters, for tests and for the stack's shutdown report.
+    pub fn stats(&self) -> Arc<CallStats> {
+        self.greeter.stats.clone()
+    }
+
+    // ANCHOR: serve
+    /// Serves until `shutdown` resolves, then stops accepting, reports
+    /// NOT_SERVING to health checks and waits for calls in flight to finish.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<GreeterServer<Greeter>>().await;
+
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+
+        let greeter = GreeterServer::new(self.greeter)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+
+        let incoming = ReceiverStream::new(self.listener.incoming()).map(Ok::<_, std::io::Error>);
+        let shutdown = async move {
+            shutdown.await;
+            health.set_not_serving::<GreeterServer<Greeter>>().await;
+            info!("gRPC server draining: no new calls, waiting for calls in flight");
+        };
+
+        info!(addr = %self.addr, mtls = self.mtls, "gRPC server listening (TLS)");
+        Server::builder()
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(greeter)
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await?;
+        info!("gRPC server stopped");
+        Ok(())
+    }
+    // ANCHOR_END: serve
+}

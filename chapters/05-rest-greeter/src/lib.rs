@@ -1,0 +1,17 @@
+//! Chapter 5: the same Greeter over REST, with axum, hyper and rustls.
+//!
+//! - [`api`] is the HTTP surface: `POST /v1/greetings`, `GET /healthz`, and the
+//!   translation of every kind of bad input into problem details.
+//! - [`problem`] is RFC 9457's `application/problem+json` error body.
+//! - [`server`] accepts TLS connections and serves each with HTTP/1.1 or HTTP/2,
+//!   whichever the client negotiated, with explicit limits and graceful shutdown.
+//!
+//! The rules for a valid greeting and the early-end bookkeeping come from the
+//! gRPC server's crate (chapter 4), so both protocols behave the same.
+
+pub mod api;
+pub mod problem;
+pub mod server;
+
+pub use problem::Problem;
+pub use server::{Args, BoundServer};

@@ -1,0 +1,4 @@
+//! `cargo run` at the root of the workspace starts the whole stack (chapter 9).
+fn main() -> std::process::ExitCode {
+    stack::main()
+}
