@@ -39,16 +39,27 @@ pub struct TlsArgs {
 impl TlsArgs {
     /// The defaults for a PKI folder: what tests and the stack use.
     pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
-        TlsArgs { certs_dir: dir.into(), tls_cert: None, tls_key: None, client_ca: None }
+        TlsArgs {
+            certs_dir: dir.into(),
+            tls_cert: None,
+            tls_key: None,
+            client_ca: None,
+        }
     }
     pub fn cert_path(&self) -> PathBuf {
-        self.tls_cert.clone().unwrap_or_else(|| Pki::new(&self.certs_dir).server_cert())
+        self.tls_cert
+            .clone()
+            .unwrap_or_else(|| Pki::new(&self.certs_dir).server_cert())
     }
     pub fn key_path(&self) -> PathBuf {
-        self.tls_key.clone().unwrap_or_else(|| Pki::new(&self.certs_dir).server_key())
+        self.tls_key
+            .clone()
+            .unwrap_or_else(|| Pki::new(&self.certs_dir).server_key())
     }
     pub fn client_ca_path(&self) -> PathBuf {
-        self.client_ca.clone().unwrap_or_else(|| Pki::new(&self.certs_dir).ca_cert())
+        self.client_ca
+            .clone()
+            .unwrap_or_else(|| Pki::new(&self.certs_dir).ca_cert())
     }
 }
 
@@ -64,7 +75,8 @@ pub fn provider() -> Arc<CryptoProvider> {
 pub fn server_config(args: &TlsArgs, mtls: bool, alpn: &[&[u8]]) -> anyhow::Result<ServerConfig> {
     let chain = read_certs(&args.cert_path(), "server certificate")?;
     let key = read_key(&args.key_path(), "server key")?;
-    let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = if mtls {
         let roots = Arc::new(root_store(&args.client_ca_path(), "client CA")?);
         let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider()).build()?;
@@ -72,9 +84,13 @@ pub fn server_config(args: &TlsArgs, mtls: bool, alpn: &[&[u8]]) -> anyhow::Resu
     } else {
         builder.with_no_client_auth()
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .with_context(|| format!("{} does not match {}", args.key_path().display(), args.cert_path().display()))?;
+    let mut config = builder.with_single_cert(chain, key).with_context(|| {
+        format!(
+            "{} does not match {}",
+            args.key_path().display(),
+            args.cert_path().display()
+        )
+    })?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(config)
 }
@@ -89,8 +105,10 @@ pub fn client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> anyhow::Res
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
     Ok(match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(read_certs(cert, "client certificate")?, read_key(key, "client key")?)?,
+        Some((cert, key)) => builder.with_client_auth_cert(
+            read_certs(cert, "client certificate")?,
+            read_key(key, "client key")?,
+        )?,
         None => builder.with_no_client_auth(),
     })
 }
@@ -99,7 +117,9 @@ pub fn client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> anyhow::Res
 fn root_store(path: &Path, what: &str) -> anyhow::Result<RootCertStore> {
     let mut roots = RootCertStore::empty();
     for cert in read_certs(path, what)? {
-        roots.add(cert).with_context(|| format!("{what} {} is not a usable CA", path.display()))?;
+        roots
+            .add(cert)
+            .with_context(|| format!("{what} {} is not a usable CA", path.display()))?;
     }
     Ok(roots)
 }
@@ -111,21 +131,35 @@ pub fn read_certs(path: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
         .with_context(|| format!("cannot read {what} {}", path.display()))?;
-    anyhow::ensure!(!certs.is_empty(), "{what} {} holds no PEM certificate", path.display());
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "{what} {} holds no PEM certificate",
+        path.display()
+    );
     Ok(certs)
 }
 
 fn read_key(path: &Path, what: &str) -> anyhow::Result<PrivateKeyDer<'static>> {
     check_exists(path, what)?;
-    PrivateKeyDer::from_pem_file(path).with_context(|| format!("cannot read {what} {}", path.display()))
+    PrivateKeyDer::from_pem_file(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))
 }
 
 fn check_exists(path: &Path, what: &str) -> anyhow::Result<()> {
     if path.exists() {
         return Ok(());
     }
-    let generated = [pki::CA_CERT, pki::SERVER_CERT, pki::SERVER_KEY, pki::CLIENT_CERT, pki::CLIENT_KEY];
-    let is_ours = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| generated.contains(&n));
+    let generated = [
+        pki::CA_CERT,
+        pki::SERVER_CERT,
+        pki::SERVER_KEY,
+        pki::CLIENT_CERT,
+        pki::CLIENT_KEY,
+    ];
+    let is_ours = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| generated.contains(&n));
     if is_ours {
         let dir = path.parent().unwrap_or(Path::new("."));
         anyhow::bail!(

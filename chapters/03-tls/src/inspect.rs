@@ -16,17 +16,25 @@ use crate::config::read_certs;
 pub fn describe(path: &Path) -> anyhow::Result<String> {
     let mut out = String::new();
     for der in read_certs(path, "certificate")? {
-        let (_, cert) = X509Certificate::from_der(&der)
-            .map_err(|e| anyhow::anyhow!("{} is not a valid X.509 certificate: {e}", path.display()))?;
+        let (_, cert) = X509Certificate::from_der(&der).map_err(|e| {
+            anyhow::anyhow!("{} is not a valid X.509 certificate: {e}", path.display())
+        })?;
         writeln!(out, "{}", path.display())?;
         writeln!(out, "  subject:     {}", cert.subject())?;
         writeln!(out, "  issuer:      {}", cert.issuer())?;
-        writeln!(out, "  valid:       {} .. {}", cert.validity().not_before, cert.validity().not_after)?;
+        writeln!(
+            out,
+            "  valid:       {} .. {}",
+            cert.validity().not_before,
+            cert.validity().not_after
+        )?;
         writeln!(out, "  key:         {}", key_algorithm(&cert))?;
         for ext in cert.extensions() {
             match ext.parsed_extension() {
                 ParsedExtension::BasicConstraints(bc) => {
-                    let path_len = bc.path_len_constraint.map_or("unlimited".into(), |n| n.to_string());
+                    let path_len = bc
+                        .path_len_constraint
+                        .map_or("unlimited".into(), |n| n.to_string());
                     if bc.ca {
                         writeln!(out, "  CA:          yes, path length {path_len}")?;
                     } else {

@@ -42,11 +42,16 @@ impl TlsListener {
             };
             anyhow::anyhow!("cannot listen on {addr}: {e}{hint}")
         })?;
-        Ok(TlsListener { tcp, acceptor: TlsAcceptor::from(Arc::new(config)) })
+        Ok(TlsListener {
+            tcp,
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+        })
     }
 
     pub fn local_addr(&self) -> anyhow::Result<SocketAddr> {
-        self.tcp.local_addr().context("listener has no local address")
+        self.tcp
+            .local_addr()
+            .context("listener has no local address")
     }
 
     // ANCHOR: incoming
@@ -72,7 +77,9 @@ impl TlsListener {
                 };
                 // Small request/response messages must not wait for Nagle's algorithm.
                 let _ = tcp.set_nodelay(true);
-                let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
+                let Ok(permit) = handshakes.clone().acquire_owned().await else {
+                    return;
+                };
                 let (acceptor, tx) = (self.acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     let _permit = permit;
@@ -82,7 +89,9 @@ impl TlsListener {
                             let _ = tx.send(tls).await;
                         }
                         Ok(Err(e)) => warn!(%peer, "TLS handshake failed: {e}"),
-                        Err(_) => warn!(%peer, "TLS handshake timed out after {HANDSHAKE_TIMEOUT:?}"),
+                        Err(_) => {
+                            warn!(%peer, "TLS handshake timed out after {HANDSHAKE_TIMEOUT:?}")
+                        }
                     }
                 });
             }

@@ -82,7 +82,11 @@ impl Pki {
     /// set; a half-present PKI is an error rather than something to patch up,
     /// because a new leaf signed by a new CA would not verify against the old one.
     pub fn generate(&self, force: bool) -> anyhow::Result<Outcome> {
-        let present: Vec<&str> = ALL_FILES.iter().copied().filter(|f| self.path(f).exists()).collect();
+        let present: Vec<&str> = ALL_FILES
+            .iter()
+            .copied()
+            .filter(|f| self.path(f).exists())
+            .collect();
         if !force && present.len() == ALL_FILES.len() {
             return Ok(Outcome::KeptExisting);
         }
@@ -96,7 +100,11 @@ impl Pki {
         fs::create_dir_all(&self.dir)?;
         let files = make_pki()?;
         for (name, contents) in files {
-            write_file(&self.path(name), contents.as_bytes(), name.ends_with(".key"))?;
+            write_file(
+                &self.path(name),
+                contents.as_bytes(),
+                name.ends_with(".key"),
+            )?;
         }
         Ok(Outcome::Created)
     }
@@ -111,7 +119,8 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     // The CA: allowed to sign certificates (keyCertSign), but only leaves:
     // path length 0 means nothing it signs may itself act as a CA.
     let mut ca = CertificateParams::default();
-    ca.distinguished_name.push(DnType::CommonName, "grpc-rest-workshop development CA");
+    ca.distinguished_name
+        .push(DnType::CommonName, "grpc-rest-workshop development CA");
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     ca.not_before = now;
@@ -122,7 +131,9 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
 
     // The server leaf: valid for the names in SERVER_NAMES, for server auth only.
     let mut server = CertificateParams::new(SERVER_NAMES.map(String::from).to_vec())?;
-    server.distinguished_name.push(DnType::CommonName, "localhost");
+    server
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     server.use_authority_key_identifier_extension = true;
@@ -133,7 +144,9 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
 
     // The client leaf: no host names, and usable only to prove who a client is.
     let mut client = CertificateParams::default();
-    client.distinguished_name.push(DnType::CommonName, "workshop-client");
+    client
+        .distinguished_name
+        .push(DnType::CommonName, "workshop-client");
     client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     client.use_authority_key_identifier_extension = true;

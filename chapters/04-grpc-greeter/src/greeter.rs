@@ -30,7 +30,10 @@ impl std::fmt::Display for InvalidRequest {
 
 pub fn check_request(name: &str, delay_ms: u32) -> Result<(), InvalidRequest> {
     if name.trim().is_empty() {
-        return Err(InvalidRequest { field: "name", reason: "must not be empty".into() });
+        return Err(InvalidRequest {
+            field: "name",
+            reason: "must not be empty".into(),
+        });
     }
     let chars = name.chars().count();
     if chars > MAX_NAME_CHARS {
@@ -60,7 +63,10 @@ pub struct Greeter {
 // ANCHOR: say_hello
 #[tonic::async_trait]
 impl greeter_server::Greeter for Greeter {
-    async fn say_hello(&self, request: Request<HelloRequest>) -> Result<Response<HelloReply>, Status> {
+    async fn say_hello(
+        &self,
+        request: Request<HelloRequest>,
+    ) -> Result<Response<HelloReply>, Status> {
         let deadline = grpc_timeout(request.metadata());
         let HelloRequest { name, delay_ms } = request.into_inner();
         check_request(&name, delay_ms).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -71,7 +77,9 @@ impl greeter_server::Greeter for Greeter {
         tokio::time::sleep(Duration::from_millis(delay_ms.into())).await;
         call.finish();
 
-        Ok(Response::new(HelloReply { message: greeting(&name) }))
+        Ok(Response::new(HelloReply {
+            message: greeting(&name),
+        }))
     }
 }
 // ANCHOR_END: say_hello

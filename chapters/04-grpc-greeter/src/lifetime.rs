@@ -39,7 +39,13 @@ impl CallStats {
         self.started.fetch_add(1, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        CallGuard { stats: self.clone(), what, started, deadline: deadline.map(|d| started + d), done: false }
+        CallGuard {
+            stats: self.clone(),
+            what,
+            started,
+            deadline: deadline.map(|d| started + d),
+            done: false,
+        }
     }
 
     pub fn ended_early(&self) -> u64 {
@@ -68,7 +74,11 @@ impl CallGuard {
     pub fn finish(mut self) {
         self.done = true;
         self.stats.completed.fetch_add(1, Ordering::Relaxed);
-        debug!(call = self.what, elapsed_ms = self.started.elapsed().as_millis() as u64, "reply ready");
+        debug!(
+            call = self.what,
+            elapsed_ms = self.started.elapsed().as_millis() as u64,
+            "reply ready"
+        );
     }
 }
 
@@ -142,7 +152,10 @@ mod tests {
         assert_eq!(parse_grpc_timeout("1S"), Some(Duration::from_secs(1)));
         assert_eq!(parse_grpc_timeout("499m"), Some(Duration::from_millis(499)));
         assert_eq!(parse_grpc_timeout("250u"), Some(Duration::from_micros(250)));
-        assert_eq!(parse_grpc_timeout("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        assert_eq!(
+            parse_grpc_timeout("99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
     }
 
     #[test]

@@ -60,7 +60,12 @@ impl BoundServer {
         let tls = certs::server_config(&args.tls, args.mtls, &[b"h2"])?;
         let listener = TlsListener::bind(args.addr, tls).await?;
         let addr = listener.local_addr()?;
-        Ok(BoundServer { listener, addr, greeter: Greeter::default(), mtls: args.mtls })
+        Ok(BoundServer {
+            listener,
+            addr,
+            greeter: Greeter::default(),
+            mtls: args.mtls,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {

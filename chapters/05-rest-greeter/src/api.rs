@@ -51,9 +51,17 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/greetings", post(create_greeting))
         .route("/healthz", get(health))
-        .fallback(|| async { Problem::http(StatusCode::NOT_FOUND, "no such resource; try POST /v1/greetings") })
+        .fallback(|| async {
+            Problem::http(
+                StatusCode::NOT_FOUND,
+                "no such resource; try POST /v1/greetings",
+            )
+        })
         .method_not_allowed_fallback(|| async {
-            Problem::http(StatusCode::METHOD_NOT_ALLOWED, "this resource does not support that method")
+            Problem::http(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this resource does not support that method",
+            )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -67,8 +75,9 @@ async fn create_greeting(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<GreetingReply>, Problem> {
     let request = decode(&headers, body)?;
-    check_request(&request.name, request.delay_ms)
-        .map_err(|e| Problem::invalid_argument(StatusCode::BAD_REQUEST, Some(e.field.into()), e.to_string()))?;
+    check_request(&request.name, request.delay_ms).map_err(|e| {
+        Problem::invalid_argument(StatusCode::BAD_REQUEST, Some(e.field.into()), e.to_string())
+    })?;
 
     // HTTP has no standard deadline header. All the server can learn is that
     // the client went away, and only when hyper notices and drops this future.
@@ -76,15 +85,23 @@ async fn create_greeting(
     tokio::time::sleep(Duration::from_millis(request.delay_ms.into())).await;
     call.finish();
 
-    Ok(Json(GreetingReply { message: greeting(&request.name) }))
+    Ok(Json(GreetingReply {
+        message: greeting(&request.name),
+    }))
 }
 // ANCHOR_END: create_greeting
 
 async fn health(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
     if state.draining.load(Ordering::Relaxed) {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({ "status": "NOT_SERVING" })))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "NOT_SERVING" })),
+        )
     } else {
-        (StatusCode::OK, Json(serde_json::json!({ "status": "SERVING" })))
+        (
+            StatusCode::OK,
+            Json(serde_json::json!({ "status": "SERVING" })),
+        )
     }
 }
 
@@ -100,10 +117,20 @@ fn protocol_label(version: Version) -> &'static str {
 /// Turns a request into a [`GreetingRequest`], or into the problem that says
 /// exactly what was wrong: the media type (415), the size (413), the JSON
 /// syntax (400) or a field (422, naming it).
-fn decode(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<GreetingRequest, Problem> {
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+fn decode(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<GreetingRequest, Problem> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if !is_json(content_type) {
-        let got = if content_type.is_empty() { "no Content-Type".to_string() } else { format!("`{content_type}`") };
+        let got = if content_type.is_empty() {
+            "no Content-Type".to_string()
+        } else {
+            format!("`{content_type}`")
+        };
         return Err(Problem::http(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("expected `Content-Type: application/json`, got {got}"),
@@ -124,26 +151,45 @@ fn decode(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Gr
         let path = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
-            return Problem::invalid_argument(StatusCode::BAD_REQUEST, None, format!("malformed JSON: {inner}"));
+            return Problem::invalid_argument(
+                StatusCode::BAD_REQUEST,
+                None,
+                format!("malformed JSON: {inner}"),
+            );
         }
         // serde reports a missing field at the enclosing object ("."), naming
         // the field only in its message; a wrong type at the field's own path.
-        let field = if path == "." { field_named_in(&inner.to_string()) } else { Some(path) };
+        let field = if path == "." {
+            field_named_in(&inner.to_string())
+        } else {
+            Some(path)
+        };
         let detail = match &field {
             Some(f) if !inner.to_string().contains(&format!("`{f}`")) => format!("{f}: {inner}"),
             _ => inner.to_string(),
         };
         Problem::invalid_argument(StatusCode::UNPROCESSABLE_ENTITY, field, detail)
     })?;
-    json.end()
-        .map_err(|e| Problem::invalid_argument(StatusCode::BAD_REQUEST, None, format!("malformed JSON: {e}")))?;
+    json.end().map_err(|e| {
+        Problem::invalid_argument(
+            StatusCode::BAD_REQUEST,
+            None,
+            format!("malformed JSON: {e}"),
+        )
+    })?;
     Ok(request)
 }
 // ANCHOR_END: decode
 
 fn is_json(content_type: &str) -> bool {
-    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// The first back-quoted word of a serde message ("missing field `name`").
@@ -164,7 +210,10 @@ mod tests {
     }
 
     fn decode_str(body: &str) -> Result<GreetingRequest, Problem> {
-        decode(&headers("application/json"), Ok(Bytes::from(body.to_string())))
+        decode(
+            &headers("application/json"),
+            Ok(Bytes::from(body.to_string())),
+        )
     }
 
     #[test]
@@ -177,17 +226,30 @@ mod tests {
     #[test]
     fn names_the_field_for_missing_wrong_type_and_unknown() {
         let missing = decode_str(r#"{"delay_ms":5}"#).unwrap_err();
-        assert_eq!((missing.status, missing.field.as_deref()), (422, Some("name")));
+        assert_eq!(
+            (missing.status, missing.field.as_deref()),
+            (422, Some("name"))
+        );
 
         let wrong = decode_str(r#"{"name":"Ada","delay_ms":"soon"}"#).unwrap_err();
-        assert_eq!((wrong.status, wrong.field.as_deref()), (422, Some("delay_ms")));
-        assert!(wrong.detail.starts_with("delay_ms: invalid type"), "{}", wrong.detail);
+        assert_eq!(
+            (wrong.status, wrong.field.as_deref()),
+            (422, Some("delay_ms"))
+        );
+        assert!(
+            wrong.detail.starts_with("delay_ms: invalid type"),
+            "{}",
+            wrong.detail
+        );
 
         let negative = decode_str(r#"{"name":"Ada","delay_ms":-1}"#).unwrap_err();
         assert_eq!(negative.field.as_deref(), Some("delay_ms"));
 
         let unknown = decode_str(r#"{"name":"Ada","delayms":5}"#).unwrap_err();
-        assert_eq!((unknown.status, unknown.field.as_deref()), (422, Some("delayms")));
+        assert_eq!(
+            (unknown.status, unknown.field.as_deref()),
+            (422, Some("delayms"))
+        );
     }
 
     #[test]
@@ -201,10 +263,20 @@ mod tests {
 
     #[test]
     fn only_json_media_types_are_accepted() {
-        for ok in ["application/json", "application/json; charset=utf-8", "Application/JSON", "application/merge+json"] {
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/merge+json",
+        ] {
             assert!(is_json(ok), "{ok}");
         }
-        for bad in ["", "text/plain", "application/x-www-form-urlencoded", "application/jsonp"] {
+        for bad in [
+            "",
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "application/jsonp",
+        ] {
             assert!(!is_json(bad), "{bad}");
         }
         let p = decode(&headers("text/plain"), Ok(Bytes::from_static(b"{}"))).unwrap_err();

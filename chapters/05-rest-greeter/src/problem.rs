@@ -39,7 +39,11 @@ impl Problem {
     }
 
     /// The request was understood, but a field's value is not acceptable.
-    pub fn invalid_argument(status: StatusCode, field: Option<String>, detail: impl Into<String>) -> Self {
+    pub fn invalid_argument(
+        status: StatusCode,
+        field: Option<String>,
+        detail: impl Into<String>,
+    ) -> Self {
         Problem {
             kind: INVALID_ARGUMENT.into(),
             title: "Invalid argument".into(),
@@ -54,7 +58,9 @@ impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, Json(self)).into_response();
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
         response
     }
 }

@@ -55,7 +55,11 @@ impl BoundServer {
         let tls = certs::server_config(&args.tls, args.mtls, &[b"h2", b"http/1.1"])?;
         let listener = TlsListener::bind(args.addr, tls).await?;
         let addr = listener.local_addr()?;
-        Ok(BoundServer { listener, addr, state: AppState::default() })
+        Ok(BoundServer {
+            listener,
+            addr,
+            state: AppState::default(),
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -72,7 +76,10 @@ impl BoundServer {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         let app = api::router(self.state.clone());
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
         builder
             .http2()
             .timer(TokioTimer::new())
@@ -88,13 +95,22 @@ impl BoundServer {
                 Some(tls) = incoming.recv() => tls,
                 _ = &mut shutdown => break,
             };
-            let alpn = tls.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
+            let alpn = tls
+                .get_ref()
+                .1
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned());
             let service = TowerToHyperService::new(app.clone());
-            let connection = builder.serve_connection(TokioIo::new(tls), service).into_owned();
+            let connection = builder
+                .serve_connection(TokioIo::new(tls), service)
+                .into_owned();
             let connection = graceful.watch(connection);
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
-                    debug!(alpn = alpn.as_deref().unwrap_or("none"), "connection ended with an error: {e}");
+                    debug!(
+                        alpn = alpn.as_deref().unwrap_or("none"),
+                        "connection ended with an error: {e}"
+                    );
                 }
             });
         }
@@ -102,7 +118,10 @@ impl BoundServer {
         drop(incoming); // stops the accept loop
         self.state.draining.store(true, Ordering::Relaxed);
         info!("REST server draining: no new connections, waiting for requests in flight");
-        if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+        if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+            .await
+            .is_err()
+        {
             warn!("drain timed out after {DRAIN_TIMEOUT:?}; closing the remaining connections");
         }
         info!("REST server stopped");

@@ -1,1 +1,228 @@
-pub fn main() -> std::process::ExitCode { std::process::ExitCode::SUCCESS }
+//! Chapter 9: the whole stack in one process.
+//!
+//! `cargo run` (or `cargo run -p stack`) creates the development PKI if it is
+//! missing, starts the gRPC and REST greeters, prints how to call them, and on
+//! Ctrl-C or SIGTERM drains both before exiting. Each server is exactly the one
+//! from its own chapter; this crate only wires them together.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+};
+
+use anyhow::Context;
+use certs::{Pki, TlsArgs, pki::Outcome};
+use clap::Parser;
+use grpc_server::CallStats;
+use tokio::{sync::watch, task::JoinHandle};
+use tracing::{error, info};
+
+/// Starts the gRPC and REST greeters together, over TLS.
+///
+/// Creates the development PKI first if it is missing. Stop with Ctrl-C (or
+/// SIGTERM); both servers finish the calls in flight before exiting.
+#[derive(Parser, Clone, Debug)]
+#[command(name = "stack", version)]
+pub struct Args {
+    /// Address for the gRPC server
+    #[arg(long, env = "GRPC_ADDR", default_value = grpc_server::server::DEFAULT_ADDR)]
+    pub grpc_addr: SocketAddr,
+    /// Address for the REST server
+    #[arg(long, env = "REST_ADDR", default_value = rest_server::server::DEFAULT_ADDR)]
+    pub rest_addr: SocketAddr,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Require client certificates signed by the CA on both servers (mutual TLS)
+    #[arg(long, env = "MTLS")]
+    pub mtls: bool,
+}
+
+/// `cargo run`'s entry point.
+pub fn main() -> ExitCode {
+    grpc_server::init_tracing();
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the Tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let stack = Stack::start(&args).await?;
+        print_banner(&stack, &args);
+        let signal = grpc_server::shutdown_signal();
+        stack.run_until(signal).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Both servers, bound and serving.
+pub struct Stack {
+    pub grpc_addr: SocketAddr,
+    pub rest_addr: SocketAddr,
+    pub grpc_stats: Arc<CallStats>,
+    pub rest_stats: Arc<CallStats>,
+    stop: watch::Sender<bool>,
+    grpc: JoinHandle<anyhow::Result<()>>,
+    rest: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Stack {
+    // ANCHOR: start
+    /// Makes sure the certificates exist, binds both ports, starts serving.
+    /// Every setup error (bad certificate, busy port) surfaces here, before
+    /// anything is served.
+    pub async fn start(args: &Args) -> anyhow::Result<Stack> {
+        ensure_pki(&args.tls)?;
+        let grpc = grpc_server::BoundServer::bind(&grpc_server::Args {
+            addr: args.grpc_addr,
+            tls: args.tls.clone(),
+            mtls: args.mtls,
+        })
+        .await
+        .context("gRPC server")?;
+        let rest = rest_server::BoundServer::bind(&rest_server::Args {
+            addr: args.rest_addr,
+            tls: args.tls.clone(),
+            mtls: args.mtls,
+        })
+        .await
+        .context("REST server")?;
+
+        let (stop, stopped) = watch::channel(false);
+        let when_stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            }
+        };
+        Ok(Stack {
+            grpc_addr: grpc.local_addr(),
+            rest_addr: rest.local_addr(),
+            grpc_stats: grpc.stats(),
+            rest_stats: rest.stats(),
+            grpc: tokio::spawn(grpc.serve(when_stopped())),
+            rest: tokio::spawn(rest.serve(when_stopped())),
+            stop,
+        })
+    }
+    // ANCHOR_END: start
+
+    // ANCHOR: run_until
+    /// Serves until `signal` resolves or either server fails, then drains both.
+    pub async fn run_until(
+        mut self,
+        signal: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        // A server that stops on its own (it should not) takes the stack down,
+        // rather than leaving half a stack that looks alive.
+        let early = tokio::select! {
+            _ = signal => None,
+            r = &mut self.grpc => Some(("gRPC", r)),
+            r = &mut self.rest => Some(("REST", r)),
+        };
+        info!("shutting down: draining both servers");
+        let _ = self.stop.send(true);
+        let failed = early.as_ref().map(|(name, _)| *name);
+        let (grpc, rest) = match early {
+            None => (self.grpc.await, self.rest.await),
+            Some(("gRPC", r)) => (r, self.rest.await),
+            Some((_, r)) => (self.grpc.await, r),
+        };
+        info!(
+            grpc_completed = self.grpc_stats.completed(),
+            grpc_ended_early = self.grpc_stats.ended_early(),
+            rest_completed = self.rest_stats.completed(),
+            rest_ended_early = self.rest_stats.ended_early(),
+            "stopped"
+        );
+        for (name, result) in [("gRPC", grpc), ("REST", rest)] {
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => error!("{name} server failed: {e:#}"),
+                Err(e) => error!("{name} server task failed: {e}"),
+            }
+        }
+        match failed {
+            Some(name) => anyhow::bail!("the {name} server stopped unexpectedly"),
+            None => Ok(()),
+        }
+    }
+    // ANCHOR_END: run_until
+}
+
+/// Creates the PKI when the stack uses the default file names and none exist.
+/// Explicit `--tls-cert`/`--tls-key` paths are the operator's business: if they
+/// are missing, the servers' own error says so.
+fn ensure_pki(tls: &TlsArgs) -> anyhow::Result<()> {
+    if tls.tls_cert.is_some() || tls.tls_key.is_some() || tls.client_ca.is_some() {
+        return Ok(());
+    }
+    let pki = Pki::new(&tls.certs_dir);
+    if pki.generate(false)? == Outcome::Created {
+        info!(dir = %pki.dir.display(), "created the development PKI");
+    }
+    Ok(())
+}
+
+fn print_banner(stack: &Stack, args: &Args) {
+    let ca = display_path(&args.tls.client_ca_path());
+    let (grpc, rest) = (host_port(stack.grpc_addr), host_port(stack.rest_addr));
+    let client_cert = if args.mtls {
+        let pki = Pki::new(&args.tls.certs_dir);
+        format!(
+            " --cert {} --key {}",
+            display_path(&pki.client_cert()),
+            display_path(&pki.client_key())
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "\
+gRPC  https://{grpc}  greeter.v1.Greeter, grpc.health.v1.Health, reflection
+REST  https://{rest}  POST /v1/greetings, GET /healthz
+TLS   trust {ca}{mtls}
+
+Call them:
+  curl --cacert {ca}{client_cert} -H 'content-type: application/json' \\
+       -d '{{\"name\":\"Ada\",\"delay_ms\":800}}' https://{rest}/v1/greetings
+  grpcurl -cacert {ca} -d '{{\"name\":\"Ada\"}}' {grpc} greeter.v1.Greeter/SayHello
+
+Ctrl-C stops both servers after the calls in flight finish.",
+        mtls = if args.mtls {
+            "  (mTLS: clients must present a certificate)"
+        } else {
+            ""
+        },
+    );
+}
+
+/// `localhost:port` for loopback addresses: the server certificate names
+/// `localhost`, and that is the name a reader should type.
+fn host_port(addr: SocketAddr) -> String {
+    if addr.ip().is_loopback() {
+        format!("localhost:{}", addr.port())
+    } else {
+        addr.to_string()
+    }
+}
+
+/// A path relative to the current directory when it is inside it, so printed
+/// commands can be pasted as they are.
+fn display_path(path: &Path) -> String {
+    let absolute = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let relative = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| absolute.strip_prefix(cwd).ok().map(PathBuf::from));
+    relative.unwrap_or(absolute).display().to_string()
+}
