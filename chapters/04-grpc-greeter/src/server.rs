@@ -5,7 +5,8 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use certs::{TlsArgs, TlsListener};
 use proto::greeter::v1::greeter_server::GreeterServer;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
-use tonic::transport::Server;
+use tonic::{server::NamedService, transport::Server};
+use tonic_health::{pb::health_server::HealthServer, server::HealthService};
 use tracing::info;
 
 use crate::{greeter::Greeter, lifetime::CallStats};
@@ -84,8 +85,14 @@ impl BoundServer {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<GreeterServer<Greeter>>().await;
 
+        // Reflection describes every service in the descriptor sets it is given;
+        // naming the ones served here keeps `ingest.v1.Ingest` (same .proto
+        // bundle, different server) out of the list.
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .with_service_name(<GreeterServer<Greeter> as NamedService>::NAME)
+            .with_service_name(<HealthServer<HealthService> as NamedService>::NAME)
             .build_v1()?;
 
         let greeter = GreeterServer::new(self.greeter)
