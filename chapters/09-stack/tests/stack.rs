@@ -1,0 +1,153 @@
+//! The whole stack in one process, end to end: it creates its PKI, serves both
+//! greeters over real TLS on 127.0.0.1:0, and shuts down cleanly; setup errors
+//! (a busy port, a half-made PKI) say what is wrong.
+
+use std::{fs, net::SocketAddr, path::Path, time::Duration};
+
+use certs::{Pki, TlsArgs};
+use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
+use reqwest::{StatusCode, Version};
+use serde_json::{Value, json};
+use stack::{Args, Stack};
+use tokio::sync::oneshot;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+
+/// The bound on every wait in this file: it turns a hang into a failure and is
+/// far longer than anything here should take, even on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+const PKI_FILES: [&str; 5] = [
+    "ca.pem",
+    "server.pem",
+    "server.key",
+    "client.pem",
+    "client.key",
+];
+
+/// Stack arguments for both servers on free ports, certificates in `certs_dir`.
+fn args(certs_dir: &Path) -> Args {
+    Args {
+        grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        rest_addr: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsArgs::in_dir(certs_dir),
+        mtls: false,
+    }
+}
+
+/// One greeting over REST, HTTP/2 chosen by ALPN, trusting only the stack's CA.
+async fn rest_greeting(pki: &Pki, addr: SocketAddr) -> reqwest::Response {
+    let mut tls = certs::client_config(&pki.ca_cert(), None).unwrap();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .no_proxy()
+        .timeout(PATIENCE)
+        .build()
+        .unwrap();
+    client
+        .post(format!("https://{addr}/v1/greetings"))
+        .json(&json!({"name": "Ada", "delay_ms": 10}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// One SayHello over gRPC, with tonic's own TLS client trusting the stack's CA.
+async fn grpc_greeting(pki: &Pki, addr: SocketAddr) -> String {
+    let ca = Certificate::from_pem(fs::read(pki.ca_cert()).unwrap());
+    let channel = Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(ClientTlsConfig::new().ca_certificate(ca))
+        .unwrap()
+        .timeout(PATIENCE)
+        .connect_timeout(PATIENCE)
+        .connect()
+        .await
+        .unwrap();
+    let reply = GreeterClient::new(channel)
+        .say_hello(HelloRequest {
+            name: "Ada".into(),
+            delay_ms: 10,
+        })
+        .await
+        .unwrap();
+    reply.into_inner().message
+}
+
+#[tokio::test]
+async fn starts_with_a_new_pki_serves_both_protocols_and_stops_cleanly() {
+    let temp = tempfile::tempdir().unwrap();
+    // A folder that does not exist yet: the stack must create it, like a first run.
+    let certs_dir = temp.path().join("certs");
+    let stack = tokio::time::timeout(PATIENCE, Stack::start(&args(&certs_dir)))
+        .await
+        .unwrap()
+        .unwrap();
+
+    for file in PKI_FILES {
+        assert!(certs_dir.join(file).is_file(), "{file} was not created");
+    }
+    let pki = Pki::new(&certs_dir);
+
+    let response = rest_greeting(&pki, stack.rest_addr).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.version(), Version::HTTP_2);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body, json!({"message": "Hello, Ada!"}));
+
+    assert_eq!(grpc_greeting(&pki, stack.grpc_addr).await, "Hello, Ada!");
+
+    let (grpc_stats, rest_stats) = (stack.grpc_stats.clone(), stack.rest_stats.clone());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(stack.run_until(async {
+        let _ = stopped.await;
+    }));
+    stop.send(()).unwrap();
+    let result = tokio::time::timeout(PATIENCE, running)
+        .await
+        .expect("run_until returned after the signal")
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!((grpc_stats.completed(), rest_stats.completed()), (1, 1));
+}
+
+#[tokio::test]
+async fn a_busy_grpc_port_fails_start_naming_the_address() {
+    let temp = tempfile::tempdir().unwrap();
+    // Held open for the whole test, so the port is certainly taken.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = squatter.local_addr().unwrap();
+
+    let mut args = args(temp.path());
+    args.grpc_addr = busy;
+    let error = match Stack::start(&args).await {
+        Ok(_) => panic!("the stack started on a port that is already taken"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(error.contains(&busy.to_string()), "{error}");
+    assert!(error.contains("gRPC"), "{error}");
+}
+
+#[tokio::test]
+async fn a_partial_pki_fails_start_pointing_at_force() {
+    // A real ca.pem, alone: as if the other four files had been deleted.
+    let complete = tempfile::tempdir().unwrap();
+    Pki::new(complete.path()).generate(false).unwrap();
+    let partial = tempfile::tempdir().unwrap();
+    let ca = fs::read(complete.path().join("ca.pem")).unwrap();
+    fs::write(partial.path().join("ca.pem"), &ca).unwrap();
+
+    let error = match Stack::start(&args(partial.path())).await {
+        Ok(_) => panic!("the stack started with only ca.pem"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(error.contains("--force"), "{error}");
+
+    // Refusing must not have touched anything: still just the same ca.pem.
+    let left: Vec<_> = fs::read_dir(partial.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["ca.pem"]);
+    assert_eq!(fs::read(partial.path().join("ca.pem")).unwrap(), ca);
+}
