@@ -116,16 +116,27 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     // Backdate a little so a clock a few minutes behind still accepts the files.
     let now = OffsetDateTime::now_utc() - Duration::hours(1);
 
+    // Every CA gets a name of its own. A client looks for the CA by the issuer
+    // name in the server's certificate; were every run's CA named alike, a client
+    // holding an older ca.pem would find it by name and report "BadSignature"
+    // instead of the true cause, "UnknownIssuer". The suffix is the start of the
+    // CA's public key, so no two runs share a name.
+    let ca_key = KeyPair::generate()?; // ECDSA P-256
+    let ca_id: String = ca_key.public_key_raw()[1..5]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(
+        DnType::CommonName,
+        format!("grpc-rest-workshop development CA {ca_id}"),
+    );
     // The CA: allowed to sign certificates (keyCertSign), but only leaves:
     // path length 0 means nothing it signs may itself act as a CA.
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name
-        .push(DnType::CommonName, "grpc-rest-workshop development CA");
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     ca.not_before = now;
     ca.not_after = now + Duration::days(3650);
-    let ca_key = KeyPair::generate()?; // ECDSA P-256
     let ca_cert = ca.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca, ca_key);
 

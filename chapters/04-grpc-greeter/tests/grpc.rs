@@ -1,0 +1,366 @@
+//! End-to-end tests of the gRPC greeter: a real server on 127.0.0.1:0, real TLS
+//! with a fresh PKI per test, and tonic clients talking to it.
+//!
+//! Waits are bounded by generous timeouts so a hang fails the test instead of
+//! stalling the suite; nothing asserts how fast anything is, only what happened.
+
+use std::{fs, future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use certs::{Pki, TlsArgs};
+use grpc_server::{Args, BoundServer, CallStats, MAX_DELAY_MS};
+use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
+use tempfile::TempDir;
+use tokio::{
+    sync::oneshot,
+    task::JoinHandle,
+    time::{Instant, sleep, timeout},
+};
+use tonic::{
+    Code, Request,
+    transport::{Certificate, Channel, ClientTlsConfig, Identity},
+};
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+use tonic_reflection::pb::v1::{
+    ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+    server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+};
+
+/// The bound on every wait. Far above anything a healthy run needs, even on a
+/// loaded 2-core machine, yet short enough that a hang is reported, not endured.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The "slow server" delay for calls that are meant to end early: long enough
+/// that finishing it would show up clearly in the elapsed time.
+const SLOW_MS: u32 = 5_000;
+
+/// A running server with its own PKI. Dropping it drops `shutdown`, which also
+/// starts a graceful shutdown, so no server outlives its test for long.
+struct TestServer {
+    addr: SocketAddr,
+    stats: Arc<CallStats>,
+    pki: Pki,
+    shutdown: oneshot::Sender<()>,
+    serving: JoinHandle<anyhow::Result<()>>,
+    _dir: TempDir,
+}
+
+async fn start_server(mtls: bool) -> TestServer {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pki = Pki::new(dir.path());
+    pki.generate(false).expect("generate PKI");
+    let args = Args {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsArgs::in_dir(dir.path()),
+        mtls,
+    };
+    let server = BoundServer::bind(&args).await.expect("bind");
+    let (addr, stats) = (server.local_addr(), server.stats());
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async {
+        let _ = stop.await;
+    }));
+    TestServer {
+        addr,
+        stats,
+        pki,
+        shutdown,
+        serving,
+        _dir: dir,
+    }
+}
+
+/// A TLS channel that trusts the server's CA and, for mTLS, presents `identity`.
+async fn connect(
+    server: &TestServer,
+    identity: Option<Identity>,
+) -> Result<Channel, tonic::transport::Error> {
+    let ca = Certificate::from_pem(fs::read(server.pki.ca_cert()).unwrap());
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(ca)
+        .domain_name("localhost");
+    if let Some(identity) = identity {
+        tls = tls.identity(identity);
+    }
+    let endpoint = Channel::from_shared(format!("https://{}", server.addr))
+        .unwrap()
+        .tls_config(tls)?
+        .connect_timeout(WAIT);
+    within("connect", endpoint.connect()).await
+}
+
+async fn greeter(server: &TestServer) -> GreeterClient<Channel> {
+    GreeterClient::new(connect(server, None).await.expect("connect"))
+}
+
+fn hello(name: &str, delay_ms: u32) -> HelloRequest {
+    HelloRequest {
+        name: name.into(),
+        delay_ms,
+    }
+}
+
+/// Awaits `fut`, failing the test if it takes longer than [`WAIT`].
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no result within {WAIT:?}"))
+}
+
+/// Polls `done` until it holds, failing the test after [`WAIT`]. The server
+/// updates its counters on its own tasks, so tests observe them by polling.
+async fn wait_until(what: &str, stats: &CallStats, done: impl Fn(&CallStats) -> bool) {
+    let give_up = Instant::now() + WAIT;
+    while !done(stats) {
+        assert!(
+            Instant::now() < give_up,
+            "{what}: still not true, {stats:?}"
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One ordinary call, to show the server still serves after whatever came before.
+async fn assert_still_greets(client: &mut GreeterClient<Channel>) {
+    let reply = within("greeting", client.say_hello(hello("Grace", 0)))
+        .await
+        .expect("the server must keep serving");
+    assert_eq!(reply.into_inner().message, "Hello, Grace!");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn greets_over_tls() {
+    let server = start_server(false).await;
+    let mut client = greeter(&server).await;
+
+    let reply = within("greeting", client.say_hello(hello("Ada", 0)))
+        .await
+        .expect("SayHello");
+    assert_eq!(reply.into_inner().message, "Hello, Ada!");
+    assert_eq!(server.stats.completed(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_reports_serving_for_the_server_and_the_greeter() {
+    let server = start_server(false).await;
+    let mut health = HealthClient::new(connect(&server, None).await.expect("connect"));
+
+    // "" asks about the server as a whole; the other asks about one service.
+    for service in ["", "greeter.v1.Greeter"] {
+        let request = HealthCheckRequest {
+            service: service.into(),
+        };
+        let reply = within("health check", health.check(request))
+            .await
+            .unwrap_or_else(|e| panic!("Check({service:?}): {e}"));
+        assert_eq!(
+            reply.into_inner().status(),
+            ServingStatus::Serving,
+            "{service:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_lists_the_greeter() {
+    let server = start_server(false).await;
+    let mut reflection =
+        ServerReflectionClient::new(connect(&server, None).await.expect("connect"));
+
+    // Reflection is a bidirectional stream; one ListServices question is enough.
+    let question = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = within(
+        "reflection call",
+        reflection.server_reflection_info(tokio_stream::once(question)),
+    )
+    .await
+    .expect("ServerReflectionInfo")
+    .into_inner();
+    let answer = within("reflection answer", answers.message())
+        .await
+        .expect("reflection stream")
+        .expect("one answer");
+
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("not a service list: {:?}", answer.message_response);
+    };
+    let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
+    println!("reflection lists: {names:?}");
+    assert!(names.contains(&"greeter.v1.Greeter"), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_requests_get_invalid_argument_naming_the_field() {
+    let server = start_server(false).await;
+    let mut client = greeter(&server).await;
+
+    for (request, field) in [
+        (hello("", 0), "name"),
+        (hello("Ada", MAX_DELAY_MS + 1), "delay_ms"),
+    ] {
+        let status = within("invalid call", client.say_hello(request))
+            .await
+            .expect_err("an invalid request must be refused");
+        println!("{field}: {:?} {:?}", status.code(), status.message());
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(field), "{status:?}");
+    }
+    // Refused before any work started.
+    assert_eq!(
+        server
+            .stats
+            .started
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+
+    assert_still_greets(&mut client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_slow_call_is_counted_as_ended_early() {
+    let server = start_server(false).await;
+    let client = greeter(&server).await;
+
+    let mut caller = client.clone();
+    let call = tokio::spawn(async move { caller.say_hello(hello("Ada", SLOW_MS)).await });
+    wait_until("call in flight", &server.stats, |s| s.in_flight() == 1).await;
+
+    // Aborting the task drops the call's future: the client resets the HTTP/2
+    // stream, and the server drops the handler mid-wait.
+    call.abort();
+    wait_until("call counted as ended early", &server.stats, |s| {
+        s.ended_early() == 1 && s.in_flight() == 0
+    })
+    .await;
+    assert_eq!(server.stats.completed(), 0);
+
+    assert_still_greets(&mut client.clone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_deadline_ends_the_call_early_on_both_sides() {
+    let server = start_server(false).await;
+    let mut client = greeter(&server).await;
+
+    let mut request = Request::new(hello("Ada", SLOW_MS));
+    request.set_timeout(Duration::from_millis(200));
+    let started = Instant::now();
+    let status = within("call with a deadline", client.say_hello(request))
+        .await
+        .expect_err("the deadline must end the call");
+    let elapsed = started.elapsed();
+    println!(
+        "deadline: {:?} {:?} after {elapsed:?}",
+        status.code(),
+        status.message()
+    );
+
+    // tonic's server ends the call when grpc-timeout passes and reports it as
+    // CANCELLED "Timeout expired"; other stacks say DEADLINE_EXCEEDED.
+    assert!(
+        matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded),
+        "{status:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(SLOW_MS.into()) - Duration::from_secs(1),
+        "the call ran its full delay: {elapsed:?}"
+    );
+    wait_until("call counted as ended early", &server.stats, |s| {
+        s.ended_early() == 1 && s.in_flight() == 0
+    })
+    .await;
+    assert_eq!(server.stats.completed(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
+    let server = start_server(true).await;
+
+    // With TLS 1.3 the client may finish its side of the handshake before the
+    // server checks for a certificate, so the refusal can surface at connect or
+    // at the first call; either way no greeting comes back.
+    let anonymous = async {
+        let channel = connect(&server, None).await.map_err(|e| format!("{e:?}"))?;
+        let reply = GreeterClient::new(channel)
+            .say_hello(hello("Ada", 0))
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        Ok::<_, String>(reply)
+    };
+    let refused = within("call without a client certificate", anonymous).await;
+    println!("without a client certificate: {refused:?}");
+    assert!(refused.is_err(), "{refused:?}");
+
+    let identity = Identity::from_pem(
+        fs::read(server.pki.client_cert()).unwrap(),
+        fs::read(server.pki.client_key()).unwrap(),
+    );
+    let channel = connect(&server, Some(identity))
+        .await
+        .expect("connect with a client certificate");
+    let reply = within(
+        "call with a client certificate",
+        GreeterClient::new(channel).say_hello(hello("Ada", 0)),
+    )
+    .await
+    .expect("SayHello with a client certificate");
+    assert_eq!(reply.into_inner().message, "Hello, Ada!");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_a_call_in_flight_finish() {
+    let server = start_server(false).await;
+    let mut caller = greeter(&server).await;
+
+    let call = tokio::spawn(async move { caller.say_hello(hello("Ada", 1_000)).await });
+    wait_until("call in flight", &server.stats, |s| s.in_flight() == 1).await;
+
+    server.shutdown.send(()).expect("server already gone");
+    let reply = within("call in flight during shutdown", call)
+        .await
+        .expect("call task")
+        .expect("a call in flight must finish during a graceful shutdown");
+    assert_eq!(reply.into_inner().message, "Hello, Ada!");
+
+    within("serve() to return", server.serving)
+        .await
+        .expect("server task")
+        .expect("serve() must return Ok after a graceful shutdown");
+    assert_eq!(server.stats.completed(), 1);
+    assert_eq!(server.stats.ended_early(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_request_is_refused_and_the_server_keeps_serving() {
+    let server = start_server(false).await;
+    let mut client = greeter(&server).await;
+
+    // 100 KiB is over MAX_MESSAGE_BYTES (64 KiB), so the limit refuses it before
+    // the name-length check ever sees it.
+    let status = within(
+        "oversized call",
+        client.say_hello(hello(&"x".repeat(100 * 1024), 0)),
+    )
+    .await
+    .expect_err("an oversized request must be refused");
+    println!(
+        "oversized request: {:?} {:?}",
+        status.code(),
+        status.message()
+    );
+    assert_ne!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(
+        server
+            .stats
+            .started
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+
+    assert_still_greets(&mut client).await;
+}
