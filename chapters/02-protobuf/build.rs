@@ -10,7 +10,11 @@ use std::{env, fs, path::PathBuf};
 use prost::Message;
 
 // ANCHOR: build
-const PROTOS: &[&str] = &["greeter/v1/greeter.proto", "ingest/v1/ingest.proto"];
+const PROTOS: &[&str] = &[
+    "greeter/v1/greeter.proto",
+    "streaming/v1/streaming.proto",
+    "ingest/v1/ingest.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");

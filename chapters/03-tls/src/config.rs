@@ -63,10 +63,12 @@ impl TlsArgs {
     }
 }
 
+// ANCHOR: provider
 /// The one crypto provider of the workspace.
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
+// ANCHOR_END: provider
 
 // ANCHOR: server_config
 /// A server configuration that presents `server.pem`, offers the given ALPN

@@ -74,7 +74,18 @@ pub fn describe(path: &Path) -> anyhow::Result<String> {
 fn key_algorithm(cert: &X509Certificate<'_>) -> &'static str {
     let oid = cert.public_key().algorithm.algorithm.to_id_string();
     match oid.as_str() {
-        "1.2.840.10045.2.1" => "ECDSA (P-256)",
+        // An EC key's curve is in the algorithm's parameters.
+        "1.2.840.10045.2.1" => match cert
+            .public_key()
+            .algorithm
+            .parameters
+            .as_ref()
+            .and_then(|p| p.as_oid().ok())
+        {
+            Some(curve) if curve.to_id_string() == "1.2.840.10045.3.1.7" => "ECDSA, curve P-256",
+            Some(curve) if curve.to_id_string() == "1.3.132.0.34" => "ECDSA, curve P-384",
+            _ => "ECDSA, other curve",
+        },
         "1.2.840.113549.1.1.1" => "RSA",
         "1.3.101.112" => "Ed25519",
         _ => "other",

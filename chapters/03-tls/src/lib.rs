@@ -7,6 +7,7 @@
 //!   logging why a handshake failed; both greeter servers use it.
 //! - [`inspect`] prints what a certificate says, so the files are not a black box.
 
+pub mod cli;
 pub mod config;
 pub mod inspect;
 pub mod listener;

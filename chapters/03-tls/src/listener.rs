@@ -15,6 +15,7 @@ use tokio::{
 use tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tracing::{debug, warn};
 
+// ANCHOR: limits
 /// A client gets this long to finish its handshake. Without a bound, a peer that
 /// connects and says nothing would hold a task and a socket forever.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,6 +23,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most this many handshakes run at once; past it, accepting waits. This
 /// bounds the CPU a flood of new connections can take from calls in progress.
 pub const MAX_CONCURRENT_HANDSHAKES: usize = 256;
+// ANCHOR_END: limits
 
 pub struct TlsListener {
     tcp: TcpListener,

@@ -1,27 +1,9 @@
 //! `cargo run -p certs`: create (or inspect) the development PKI.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::process::ExitCode;
 
-use certs::{Pki, inspect, pki::Outcome};
+use certs::{Pki, cli::Args, inspect, pki::Outcome};
 use clap::Parser;
-
-/// Creates the workshop's development CA and its server and client certificates.
-///
-/// Existing files are kept unless --force is given. Keys are written with mode
-/// 0600 and are git-ignored.
-#[derive(Parser)]
-#[command(name = "certs", version)]
-struct Args {
-    /// Folder to write the PKI to
-    #[arg(long, env = "CERTS_DIR", default_value_os_t = certs::default_dir())]
-    dir: PathBuf,
-    /// Replace all five files even if they exist (every client must then reload ca.pem)
-    #[arg(long)]
-    force: bool,
-    /// Print what each certificate says instead of creating anything
-    #[arg(long, conflicts_with = "force")]
-    show: bool,
-}
 
 fn main() -> ExitCode {
     let args = Args::parse();

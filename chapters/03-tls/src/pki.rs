@@ -116,6 +116,7 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     // Backdate a little so a clock a few minutes behind still accepts the files.
     let now = OffsetDateTime::now_utc() - Duration::hours(1);
 
+    // ANCHOR: ca
     // Every CA gets a name of its own. A client looks for the CA by the issuer
     // name in the server's certificate; were every run's CA named alike, a client
     // holding an older ca.pem would find it by name and report "BadSignature"
@@ -139,7 +140,9 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     ca.not_after = now + Duration::days(3650);
     let ca_cert = ca.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca, ca_key);
+    // ANCHOR_END: ca
 
+    // ANCHOR: server_leaf
     // The server leaf: valid for the names in SERVER_NAMES, for server auth only.
     let mut server = CertificateParams::new(SERVER_NAMES.map(String::from).to_vec())?;
     server
@@ -149,10 +152,12 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     server.use_authority_key_identifier_extension = true;
     server.not_before = now;
-    server.not_after = now + Duration::days(397); // the longest lifetime browsers accept
+    server.not_after = now + Duration::days(397); // within the 398 days public CAs may issue
     let server_key = KeyPair::generate()?;
     let server_cert = server.signed_by(&server_key, &issuer)?;
+    // ANCHOR_END: server_leaf
 
+    // ANCHOR: client_leaf
     // The client leaf: no host names, and usable only to prove who a client is.
     let mut client = CertificateParams::default();
     client
@@ -165,6 +170,7 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     client.not_after = now + Duration::days(397);
     let client_key = KeyPair::generate()?;
     let client_cert = client.signed_by(&client_key, &issuer)?;
+    // ANCHOR_END: client_leaf
 
     Ok([
         (CA_CERT, ca_cert.pem()),
@@ -176,10 +182,13 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
 }
 // ANCHOR_END: make_pki
 
+// ANCHOR: write_file
 /// Writes through a temporary file and a rename, so a reader never sees half a
 /// file; keys are created readable by their owner only (mode 0600).
 fn write_file(path: &Path, contents: &[u8], secret: bool) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp"); // server.pem.tmp, not server.tmp: the .pem and .key must not share one
+    let tmp = PathBuf::from(tmp);
     // A leftover from an interrupted run would keep its old mode; start afresh.
     let _ = fs::remove_file(&tmp);
     let mut options = fs::OpenOptions::new();
@@ -194,3 +203,4 @@ fn write_file(path: &Path, contents: &[u8], secret: bool) -> io::Result<()> {
     file.sync_all()?;
     fs::rename(&tmp, path)
 }
+// ANCHOR_END: write_file

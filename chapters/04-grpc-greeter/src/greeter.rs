@@ -28,6 +28,7 @@ impl std::fmt::Display for InvalidRequest {
     }
 }
 
+// ANCHOR: check_request
 pub fn check_request(name: &str, delay_ms: u32) -> Result<(), InvalidRequest> {
     if name.trim().is_empty() {
         return Err(InvalidRequest {
@@ -50,6 +51,7 @@ pub fn check_request(name: &str, delay_ms: u32) -> Result<(), InvalidRequest> {
     }
     Ok(())
 }
+// ANCHOR_END: check_request
 
 pub fn greeting(name: &str) -> String {
     format!("Hello, {name}!")

@@ -15,6 +15,7 @@ pub use greeter::{Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_r
 pub use lifetime::{CallGuard, CallStats};
 pub use server::{Args, BoundServer};
 
+// ANCHOR: shutdown_signal
 /// Resolves on Ctrl-C or, on Unix, SIGTERM (what `docker stop` and most process
 /// managers send). Servers start draining when it resolves.
 pub async fn shutdown_signal() {
@@ -37,6 +38,7 @@ pub async fn shutdown_signal() {
         _ = terminate => {}
     }
 }
+// ANCHOR_END: shutdown_signal
 
 /// Logs to stderr, `info` and up unless `RUST_LOG` says otherwise.
 pub fn init_tracing() {

@@ -1,13 +1,19 @@
 //! The gRPC server: TLS, optional mTLS, health, reflection, limits, shutdown.
 
-use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use certs::{TlsArgs, TlsListener};
 use proto::greeter::v1::greeter_server::GreeterServer;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
-use tonic::{server::NamedService, transport::Server};
-use tonic_health::{pb::health_server::HealthServer, server::HealthService};
-use tracing::info;
+use tonic::{
+    body::Body,
+    codegen::{Service, http},
+    server::NamedService,
+    service::Routes,
+    transport::Server,
+};
+use tonic_health::{ServingStatus, pb::health_server::HealthServer, server::HealthService};
+use tracing::{info, warn};
 
 use crate::{greeter::Greeter, lifetime::CallStats};
 
@@ -29,6 +35,10 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// cable pulled) does not keep its connection state here forever.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long shutdown waits for calls in flight before closing regardless: the
+/// same bound as the REST server's.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 // ANCHOR_END: limits
 
 /// The Greeter over gRPC, on TLS.
@@ -43,6 +53,10 @@ pub struct Args {
     /// Require a client certificate signed by the CA (mutual TLS)
     #[arg(long, env = "GRPC_MTLS")]
     pub mtls: bool,
+    /// Serve at most N calls at once per connection and refuse the rest with
+    /// RESOURCE_EXHAUSTED at once (chapter 7); off by default
+    #[arg(long, env = "GRPC_CONCURRENCY_LIMIT", value_name = "N")]
+    pub concurrency_limit: Option<usize>,
 }
 
 /// A server that has loaded its certificates and bound its port but not yet
@@ -53,6 +67,10 @@ pub struct BoundServer {
     addr: SocketAddr,
     greeter: Greeter,
     mtls: bool,
+    concurrency_limit: Option<usize>,
+    /// Services that later chapters serve beside the Greeter (see `add_service`).
+    extra: Routes,
+    extra_names: Vec<&'static str>,
 }
 
 impl BoundServer {
@@ -66,8 +84,32 @@ impl BoundServer {
             addr,
             greeter: Greeter::default(),
             mtls: args.mtls,
+            concurrency_limit: args.concurrency_limit,
+            extra: Routes::default(),
+            extra_names: Vec::new(),
         })
     }
+
+    // ANCHOR: add_service
+    /// Serves another gRPC service on the same port, beside the Greeter, with the
+    /// same TLS, limits and shutdown; health and reflection report it too. This
+    /// is how a later chapter adds its service (chapter 8's `Streamer`) without
+    /// this crate knowing about it.
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.extra_names.push(S::NAME);
+        self.extra = self.extra.add_service(service);
+        self
+    }
+    // ANCHOR_END: add_service
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -84,6 +126,11 @@ impl BoundServer {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<GreeterServer<Greeter>>().await;
+        for name in &self.extra_names {
+            health
+                .set_service_status(name, ServingStatus::Serving)
+                .await;
+        }
 
         // Reflection describes every service in the descriptor sets it is given;
         // naming the ones served here keeps `ingest.v1.Ingest` (same .proto
@@ -92,7 +139,11 @@ impl BoundServer {
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .with_service_name(<GreeterServer<Greeter> as NamedService>::NAME)
-            .with_service_name(<HealthServer<HealthService> as NamedService>::NAME)
+            .with_service_name(<HealthServer<HealthService> as NamedService>::NAME);
+        let reflection = self
+            .extra_names
+            .iter()
+            .fold(reflection, |r, name| r.with_service_name(*name))
             .build_v1()?;
 
         let greeter = GreeterServer::new(self.greeter)
@@ -100,22 +151,64 @@ impl BoundServer {
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
         let incoming = ReceiverStream::new(self.listener.incoming()).map(Ok::<_, std::io::Error>);
+        let extra_names = self.extra_names.clone();
+        let (draining, drain_started) = tokio::sync::oneshot::channel();
         let shutdown = async move {
             shutdown.await;
+            // "" is the whole server's entry; checkers that name no service read it.
+            health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
             health.set_not_serving::<GreeterServer<Greeter>>().await;
+            for name in &extra_names {
+                health
+                    .set_service_status(name, ServingStatus::NotServing)
+                    .await;
+            }
             info!("gRPC server draining: no new calls, waiting for calls in flight");
+            let _ = draining.send(());
+        };
+        // tonic waits for every connection to finish, and a stream that never
+        // ends (a health Watch, a stuck client) would hold shutdown forever.
+        let drain_limit = async move {
+            match drain_started.await {
+                Ok(()) => tokio::time::sleep(DRAIN_TIMEOUT).await,
+                Err(_) => std::future::pending().await,
+            }
         };
 
         info!(addr = %self.addr, mtls = self.mtls, "gRPC server listening (TLS)");
-        Server::builder()
+        let mut builder = Server::builder()
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT));
+        // ANCHOR: load_shed
+        if let Some(limit) = self.concurrency_limit {
+            // Without load_shed, a call over the limit would wait in line for a
+            // slot; with it, tonic answers RESOURCE_EXHAUSTED at once. A call
+            // holds its slot until its response headers go out: a whole unary
+            // call, but only the start of a stream.
+            info!(
+                limit,
+                "per-connection concurrency limit on; excess calls are shed"
+            );
+            builder = builder
+                .concurrency_limit_per_connection(limit)
+                .load_shed(true);
+        }
+        // ANCHOR_END: load_shed
+        let serve = builder
+            .add_routes(self.extra)
             .add_service(health_service)
             .add_service(reflection)
             .add_service(greeter)
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await?;
+            .serve_with_incoming_shutdown(incoming, shutdown);
+        tokio::select! {
+            result = serve => result?,
+            _ = drain_limit => {
+                warn!("drain timed out after {DRAIN_TIMEOUT:?}; closing the remaining connections");
+            }
+        }
         info!("gRPC server stopped");
         Ok(())
     }

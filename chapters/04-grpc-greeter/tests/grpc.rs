@@ -54,6 +54,7 @@ async fn start_server(mtls: bool) -> TestServer {
         addr: "127.0.0.1:0".parse().unwrap(),
         tls: TlsArgs::in_dir(dir.path()),
         mtls,
+        concurrency_limit: None,
     };
     let server = BoundServer::bind(&args).await.expect("bind");
     let (addr, stats) = (server.local_addr(), server.stats());

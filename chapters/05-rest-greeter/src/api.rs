@@ -16,6 +16,7 @@ use axum::{
     routing::{get, post},
 };
 use grpc_server::{CallStats, check_request, greeting};
+use proto::status::Code;
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -24,6 +25,7 @@ use crate::problem::Problem;
 /// limit stops a client from making us buffer megabytes before we can say no.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
+// ANCHOR: request
 /// `POST /v1/greetings` body. Unknown fields are refused: a misspelt
 /// `"delayms"` should be an error, not a silent zero. (Protocol Buffers makes
 /// the opposite choice, on purpose: see chapter 5.)
@@ -34,6 +36,7 @@ pub struct GreetingRequest {
     #[serde(default)]
     pub delay_ms: u32,
 }
+// ANCHOR_END: request
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GreetingReply {
@@ -47,18 +50,23 @@ pub struct AppState {
     pub draining: Arc<AtomicBool>,
 }
 
+// ANCHOR: router
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/greetings", post(create_greeting))
         .route("/healthz", get(health))
         .fallback(|| async {
-            Problem::http(
+            Problem::new(
+                Code::NotFound,
                 StatusCode::NOT_FOUND,
                 "no such resource; try POST /v1/greetings",
             )
         })
+        // The resource exists, the operation does not: UNIMPLEMENTED, as gRPC
+        // says of an unknown method, with HTTP's more precise 405.
         .method_not_allowed_fallback(|| async {
-            Problem::http(
+            Problem::new(
+                Code::Unimplemented,
                 StatusCode::METHOD_NOT_ALLOWED,
                 "this resource does not support that method",
             )
@@ -66,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
+// ANCHOR_END: router
 
 // ANCHOR: create_greeting
 async fn create_greeting(
@@ -131,19 +140,24 @@ fn decode(
         } else {
             format!("`{content_type}`")
         };
-        return Err(Problem::http(
+        return Err(Problem::new(
+            Code::InvalidArgument,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("expected `Content-Type: application/json`, got {got}"),
         ));
     }
     let body = body.map_err(|rejection| {
         let status = rejection.status();
-        let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            format!("request body is larger than the {MAX_BODY_BYTES}-byte limit")
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // What gRPC specifies for a message over the size limit.
+            Problem::new(
+                Code::ResourceExhausted,
+                status,
+                format!("request body is larger than the {MAX_BODY_BYTES}-byte limit"),
+            )
         } else {
-            rejection.body_text()
-        };
-        Problem::http(status, detail)
+            Problem::new(Code::InvalidArgument, status, rejection.body_text())
+        }
     })?;
 
     let mut json = serde_json::Deserializer::from_slice(&body);

@@ -5,15 +5,16 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
+use proto::status::{self, Code};
 use serde::{Deserialize, Serialize};
 
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
-/// The problem type of a request this API understood but refuses. Other errors
-/// (no such route, wrong method, body too large, not JSON) are plain HTTP
-/// conditions and use `about:blank`, whose title is the status's reason phrase.
+/// The problem type of a request this API understood but refuses; every
+/// problem type is `/problems/<code>`, from the gRPC status table.
 pub const INVALID_ARGUMENT: &str = "/problems/invalid-argument";
 
+// ANCHOR: problem
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Problem {
     #[serde(rename = "type")]
@@ -25,18 +26,31 @@ pub struct Problem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
+// ANCHOR_END: problem
 
+// ANCHOR: from_code
 impl Problem {
-    /// A plain HTTP condition: `type` is `about:blank`, `title` the reason phrase.
-    pub fn http(status: StatusCode, detail: impl Into<String>) -> Self {
+    /// A problem whose `type` and `title` come from the gRPC status table
+    /// (chapter 7), so a REST client and a gRPC client read the same kind of
+    /// error the same way. `status` is the HTTP status actually sent: HTTP
+    /// often has a more precise one than the table's (415, 413, 405), and the
+    /// code says which kind of error it is.
+    pub fn new(code: Code, status: StatusCode, detail: impl Into<String>) -> Self {
+        let row = status::info(code);
         Problem {
-            kind: "about:blank".into(),
-            title: status.canonical_reason().unwrap_or("Error").into(),
+            kind: row.problem_type(),
+            title: row.title.into(),
             status: status.as_u16(),
             detail: detail.into(),
             field: None,
         }
     }
+
+    /// The gRPC code this problem stands for, read back from its `type`.
+    pub fn code(&self) -> Option<Code> {
+        status::from_problem_type(&self.kind).map(|row| row.code)
+    }
+    // ANCHOR_END: from_code
 
     /// The request was understood, but a field's value is not acceptable.
     pub fn invalid_argument(
@@ -45,11 +59,8 @@ impl Problem {
         detail: impl Into<String>,
     ) -> Self {
         Problem {
-            kind: INVALID_ARGUMENT.into(),
-            title: "Invalid argument".into(),
-            status: status.as_u16(),
-            detail: detail.into(),
             field,
+            ..Problem::new(Code::InvalidArgument, status, detail)
         }
     }
 }
@@ -62,5 +73,36 @@ impl IntoResponse for Problem {
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_problem_details() {
+        for row in &status::TABLE {
+            let status =
+                StatusCode::from_u16(row.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let problem = Problem::new(row.code, status, "detail");
+            assert_eq!(problem.title, row.title);
+            assert!(
+                problem.kind.starts_with(status::PROBLEM_TYPE_PREFIX),
+                "{problem:?}"
+            );
+            // Through JSON, as a client receives it.
+            let json = serde_json::to_string(&problem).unwrap();
+            let back: Problem = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.code(), Some(row.code), "{json}");
+        }
+    }
+
+    #[test]
+    fn the_invalid_argument_type_is_the_tables() {
+        let problem = Problem::invalid_argument(StatusCode::UNPROCESSABLE_ENTITY, None, "x");
+        assert_eq!(problem.kind, INVALID_ARGUMENT);
+        assert_eq!(problem.title, "Invalid argument");
+        assert_eq!(problem.code(), Some(Code::InvalidArgument));
     }
 }

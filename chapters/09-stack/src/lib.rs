@@ -3,7 +3,8 @@
 //! `cargo run` (or `cargo run -p stack`) creates the development PKI if it is
 //! missing, starts the gRPC and REST greeters, prints how to call them, and on
 //! Ctrl-C or SIGTERM drains both before exiting. Each server is exactly the one
-//! from its own chapter; this crate only wires them together.
+//! from its own chapter; this crate only wires them together. The gRPC port
+//! also serves chapter 8's `streaming.v1.Streamer`, beside the Greeter.
 
 use std::{
     net::SocketAddr,
@@ -16,6 +17,7 @@ use anyhow::Context;
 use certs::{Pki, TlsArgs, pki::Outcome};
 use clap::Parser;
 use grpc_server::CallStats;
+use streaming::StreamStats;
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::{error, info};
 
@@ -71,6 +73,8 @@ pub struct Stack {
     pub rest_addr: SocketAddr,
     pub grpc_stats: Arc<CallStats>,
     pub rest_stats: Arc<CallStats>,
+    /// Chapter 8's streams: open now, ended early, live producer tasks.
+    pub stream_stats: Arc<StreamStats>,
     stop: watch::Sender<bool>,
     grpc: JoinHandle<anyhow::Result<()>>,
     rest: JoinHandle<anyhow::Result<()>>,
@@ -87,9 +91,13 @@ impl Stack {
             addr: args.grpc_addr,
             tls: args.tls.clone(),
             mtls: args.mtls,
+            concurrency_limit: None,
         })
         .await
         .context("gRPC server")?;
+        let streamer = streaming::Streamer::new();
+        let stream_stats = streamer.stats();
+        let grpc = grpc.add_service(streamer.into_server());
         let rest = rest_server::BoundServer::bind(&rest_server::Args {
             addr: args.rest_addr,
             tls: args.tls.clone(),
@@ -110,6 +118,7 @@ impl Stack {
             rest_addr: rest.local_addr(),
             grpc_stats: grpc.stats(),
             rest_stats: rest.stats(),
+            stream_stats,
             grpc: tokio::spawn(grpc.serve(when_stopped())),
             rest: tokio::spawn(rest.serve(when_stopped())),
             stop,
@@ -143,6 +152,8 @@ impl Stack {
             grpc_ended_early = self.grpc_stats.ended_early(),
             rest_completed = self.rest_stats.completed(),
             rest_ended_early = self.rest_stats.ended_early(),
+            streams_completed = self.stream_stats.calls.completed(),
+            streams_ended_early = self.stream_stats.calls.ended_early(),
             "stopped"
         );
         for (name, result) in [("gRPC", grpc), ("REST", rest)] {
@@ -189,14 +200,14 @@ fn print_banner(stack: &Stack, args: &Args) {
     };
     println!(
         "\
-gRPC  https://{grpc}  greeter.v1.Greeter, grpc.health.v1.Health, reflection
+gRPC  https://{grpc}  greeter.v1.Greeter, streaming.v1.Streamer, grpc.health.v1.Health, reflection
 REST  https://{rest}  POST /v1/greetings, GET /healthz
 TLS   trust {ca}{mtls}
 
 Call them:
   curl --cacert {ca}{client_cert} -H 'content-type: application/json' \\
        -d '{{\"name\":\"Ada\",\"delay_ms\":800}}' https://{rest}/v1/greetings
-  grpcurl -cacert {ca} -d '{{\"name\":\"Ada\"}}' {grpc} greeter.v1.Greeter/SayHello
+  cargo run -p grpc-client -- --target https://{grpc} --ca {ca}{client_cert} hello --name Ada
 
 Ctrl-C stops both servers after the calls in flight finish.",
         mtls = if args.mtls {

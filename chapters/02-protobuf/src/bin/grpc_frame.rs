@@ -9,20 +9,8 @@ use std::io::Write;
 
 use clap::Parser;
 use prost::Message;
+use proto::cli::GrpcFrameArgs as Args;
 use proto::greeter::v1::HelloRequest;
-
-/// Writes a HelloRequest as a gRPC frame (uncompressed flag, length, protobuf)
-/// to stdout, for use with `curl --data-binary @-`.
-#[derive(Parser)]
-#[command(name = "grpc_frame", version)]
-struct Args {
-    /// The name to greet
-    #[arg(long, default_value = "Ada")]
-    name: String,
-    /// The server-side delay, in milliseconds
-    #[arg(long, default_value_t = 0)]
-    delay_ms: u32,
-}
 
 // ANCHOR: frame
 /// The 5-byte gRPC message prefix followed by the message itself.
@@ -37,7 +25,10 @@ pub fn frame(message: &[u8]) -> Vec<u8> {
 
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
-    let request = HelloRequest { name: args.name, delay_ms: args.delay_ms };
+    let request = HelloRequest {
+        name: args.name,
+        delay_ms: args.delay_ms,
+    };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&frame(&request.encode_to_vec()))?;
     stdout.flush()
@@ -49,7 +40,11 @@ mod tests {
 
     #[test]
     fn frames_a_greeting_with_a_big_endian_length() {
-        let message = HelloRequest { name: "Ada".into(), delay_ms: 0 }.encode_to_vec();
+        let message = HelloRequest {
+            name: "Ada".into(),
+            delay_ms: 0,
+        }
+        .encode_to_vec();
         assert_eq!(frame(&message), [0, 0, 0, 0, 5, 0x0a, 3, b'A', b'd', b'a']);
     }
 

@@ -1,22 +1,12 @@
 //! `cargo run -p proto --bin wire_size`: the same greeting as Protocol Buffers
 //! bytes and as JSON text, side by side.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 use prost::Message;
+use proto::cli::WireSizeArgs as Args;
 use proto::greeter::v1::HelloRequest;
-
-/// Prints the encoded size of one HelloRequest in protobuf and in JSON, and the
-/// protobuf bytes themselves, field by field.
-#[derive(Parser)]
-#[command(name = "wire_size", version)]
-struct Args {
-    /// The name to greet
-    #[arg(long, default_value = "Ada")]
-    name: String,
-    /// The server-side delay, in milliseconds
-    #[arg(long, default_value_t = 800)]
-    delay_ms: u32,
-}
 
 /// The REST contract's request body (chapter 5), field for field.
 #[derive(serde::Serialize)]
@@ -25,36 +15,106 @@ struct JsonGreeting<'a> {
     delay_ms: u32,
 }
 
-fn main() {
+fn main() -> ExitCode {
     let args = Args::parse();
-    // ANCHOR: encode
-    let request = HelloRequest {
-        name: args.name.clone(),
-        delay_ms: args.delay_ms,
-    };
-    let protobuf = request.encode_to_vec();
-    let json = serde_json::to_string(&JsonGreeting {
-        name: &args.name,
-        delay_ms: args.delay_ms,
-    })
-    .expect("a struct of a string and a number always serializes");
-    // ANCHOR_END: encode
-
+    let (protobuf, json) = encode(&args.name, args.delay_ms);
     println!(
         "HelloRequest {{ name: {:?}, delay_ms: {} }}",
         args.name, args.delay_ms
     );
-    println!(
-        "  protobuf: {:>4} bytes  {}",
-        protobuf.len(),
+    let shown = if protobuf.is_empty() {
+        "(nothing)".to_string()
+    } else {
         hex(&protobuf)
-    );
+    };
+    println!("  protobuf: {:>4} bytes  {shown}", protobuf.len());
     println!("  JSON:     {:>4} bytes  {json}", json.len());
     println!();
-    println!("protobuf, field by field:");
-    for line in explain(&protobuf) {
-        println!("  {line}");
+    if protobuf.is_empty() {
+        println!("every field holds its default value (\"\" and 0), and defaults are not sent:");
+        println!("the protobuf encoding is empty.");
+    } else {
+        println!("protobuf, field by field:");
+        for line in explain(&protobuf) {
+            println!("  {line}");
+        }
     }
+    if let Some(path) = &args.plot {
+        if let Err(e) = plot(path, args.delay_ms) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!();
+        println!(
+            "plot of both sizes for names of 0 to {PLOT_MAX_NAME} characters: {}",
+            path.display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+// ANCHOR: encode
+/// The same greeting in both encodings: protobuf bytes and JSON text.
+fn encode(name: &str, delay_ms: u32) -> (Vec<u8>, String) {
+    let protobuf = HelloRequest {
+        name: name.to_string(),
+        delay_ms,
+    }
+    .encode_to_vec();
+    let json = serde_json::to_string(&JsonGreeting { name, delay_ms })
+        .expect("a struct of a string and a number always serializes");
+    (protobuf, json)
+}
+// ANCHOR_END: encode
+
+const PLOT_MAX_NAME: usize = 100;
+
+/// Encoded size against name length, for both encodings, as an SVG line chart.
+fn plot(path: &std::path::Path, delay_ms: u32) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let series: Vec<(usize, usize, usize)> = (0..=PLOT_MAX_NAME)
+        .map(|n| {
+            let (protobuf, json) = encode(&"x".repeat(n), delay_ms);
+            (n, protobuf.len(), json.len())
+        })
+        .collect();
+    let top = series.iter().map(|&(_, _, j)| j).max().unwrap_or(1) + 10;
+
+    let root = SVGBackend::new(path, (720, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("HelloRequest size, delay_ms = {delay_ms}"),
+            ("sans-serif", 20),
+        )
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0..PLOT_MAX_NAME, 0..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("name length (characters)")
+        .y_desc("encoded size (bytes)")
+        .draw()?;
+    let styles = [("JSON", RED), ("protobuf", BLUE)];
+    for (label, color) in styles {
+        let points = series
+            .iter()
+            .map(|&(n, p, j)| (n, if label == "JSON" { j } else { p }));
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -110,6 +170,7 @@ fn explain(mut bytes: &[u8]) -> Vec<String> {
     lines
 }
 
+// ANCHOR: varint
 fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = 0u64;
     for (i, b) in bytes.iter().enumerate().take(10) {
@@ -120,6 +181,7 @@ fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     }
     None
 }
+// ANCHOR_END: varint
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,11 @@
+//! `cargo run -p grpc-client -- hello --name Ada`: calls the Greeter (and the
+//! Streamer) over gRPC. Everything but parsing lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    grpc_client::run(grpc_client::Args::parse()).await
+}

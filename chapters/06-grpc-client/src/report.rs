@@ -1,0 +1,179 @@
+//! What a failed call looks like to the reader: the code, the server's
+//! message, and what the code means, all read from `proto::status`.
+
+use std::{error::Error as _, fmt, time::Duration};
+
+use proto::status;
+use tonic::{Code, Status};
+
+use crate::cli::Seconds;
+
+/// A call's failure, as the client reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: Code,
+    pub details: String,
+}
+
+impl Failure {
+    // ANCHOR: deadline_rule
+    /// The failure a call's `status` stands for, given the deadline the call
+    /// was sent with and the time from just before the call was started until
+    /// the status arrived.
+    ///
+    /// tonic ends a call whose `grpc-timeout` has run out with CANCELLED
+    /// "Timeout expired", on the client and on the server alike, where the
+    /// gRPC specification says DEADLINE_EXCEEDED. The client cannot tell from
+    /// the status alone which of the two happened, but it knows its own
+    /// deadline and its own clock, so the rule is:
+    ///
+    /// *CANCELLED, on a call that had a deadline, arriving when at least the
+    /// whole deadline has passed since the call started, is DEADLINE_EXCEEDED.*
+    ///
+    /// Every timer involved (ours, or the server's, which starts later) can
+    /// only fire after that much time, so an expired deadline always matches.
+    /// A CANCELLED before the deadline is left alone: something else ended the
+    /// call. One that arrives after the deadline for another reason is still
+    /// reported as DEADLINE_EXCEEDED, which is what the specification asks for
+    /// once the deadline has passed. The message says the code was translated.
+    pub fn from_status(status: &Status, deadline: Option<Seconds>, elapsed: Duration) -> Failure {
+        if status.code() == Code::Cancelled
+            && let Some(deadline) = deadline
+            && elapsed >= deadline.duration
+        {
+            return Failure {
+                code: Code::DeadlineExceeded,
+                details: format!(
+                    "{} (tonic reported CANCELLED; the {deadline} deadline had passed)",
+                    message_of(status)
+                ),
+            };
+        }
+        Failure {
+            code: status.code(),
+            details: message_of(status),
+        }
+    }
+    // ANCHOR_END: deadline_rule
+
+    /// An eager connect that failed: no call was made, and the channel is
+    /// unusable, which is what UNAVAILABLE means.
+    pub fn connect(error: &tonic::transport::Error) -> Failure {
+        Failure {
+            code: Code::Unavailable,
+            details: chain(error),
+        }
+    }
+}
+
+// ANCHOR: display
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let row = status::info(self.code);
+        writeln!(f, "RPC failed: {}", row.name)?;
+        writeln!(f, "  details: {}", self.details)?;
+        write!(f, "  meaning: {} (REST: {})", row.meaning, row.http_label())
+    }
+}
+// ANCHOR_END: display
+
+/// The status message and, when tonic kept the error behind it and that says
+/// more ("Connection refused" behind "tcp connect error"), its root cause.
+fn message_of(status: &Status) -> String {
+    let mut text = status.message().to_string();
+    let mut root = None;
+    let mut source = status.source();
+    while let Some(error) = source {
+        root = Some(error.to_string());
+        source = error.source();
+    }
+    if let Some(root) = root.filter(|root| !text.contains(root.as_str())) {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&root);
+    }
+    if text.is_empty() {
+        text = "(the server sent no message)".into();
+    }
+    text
+}
+
+/// An error and its sources on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let more = inner.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = inner.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_secs;
+
+    fn half_second() -> Option<Seconds> {
+        Some(parse_secs("0.5").unwrap())
+    }
+
+    #[test]
+    fn cancelled_after_the_deadline_is_deadline_exceeded() {
+        let status = Status::cancelled("Timeout expired");
+        let failure = Failure::from_status(&status, half_second(), Duration::from_millis(501));
+        assert_eq!(failure.code, Code::DeadlineExceeded);
+        assert!(
+            failure
+                .details
+                .starts_with("Timeout expired (tonic reported CANCELLED")
+        );
+        assert!(
+            failure.details.contains("0.5s deadline"),
+            "{}",
+            failure.details
+        );
+    }
+
+    #[test]
+    fn cancelled_before_the_deadline_or_without_one_stays_cancelled() {
+        let status = Status::cancelled("stream reset");
+        for (deadline, elapsed) in [(half_second(), 499), (None, 10_000)] {
+            let failure = Failure::from_status(&status, deadline, Duration::from_millis(elapsed));
+            assert_eq!(failure.code, Code::Cancelled);
+            assert_eq!(failure.details, "stream reset");
+        }
+    }
+
+    #[test]
+    fn other_codes_pass_through_even_after_the_deadline() {
+        let status = Status::unavailable("connection refused");
+        let failure = Failure::from_status(&status, half_second(), Duration::from_secs(1));
+        assert_eq!(failure.code, Code::Unavailable);
+    }
+
+    #[test]
+    fn the_report_has_three_lines_from_the_table() {
+        let failure = Failure {
+            code: Code::DeadlineExceeded,
+            details: "Timeout expired".into(),
+        };
+        let text = failure.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "RPC failed: DEADLINE_EXCEEDED");
+        assert_eq!(lines[1], "  details: Timeout expired");
+        assert_eq!(
+            lines[2],
+            format!(
+                "  meaning: {} (REST: 504 Gateway Timeout)",
+                status::info(Code::DeadlineExceeded).meaning
+            )
+        );
+        assert_eq!(lines.len(), 3);
+    }
+}

@@ -1,0 +1,170 @@
+//! The REST client (`grpc_client::rest`, behind `examples/rest_client.rs`)
+//! against the chapter 5 server in this process, over real TLS.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use certs::{Pki, TlsArgs};
+use grpc_client::{
+    cli::parse_secs,
+    rest::{self, RestError},
+};
+use grpc_server::CallStats;
+use proto::status::{self, Code};
+use reqwest::{StatusCode, Version};
+use rest_server::{Args, BoundServer};
+use tempfile::TempDir;
+use tokio::{sync::oneshot, time::timeout};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct TestServer {
+    addr: SocketAddr,
+    stats: Arc<CallStats>,
+    pki: Pki,
+    _dir: TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn start_server() -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    pki.generate(false).unwrap();
+    let server = BoundServer::bind(&Args {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsArgs::in_dir(dir.path()),
+        mtls: false,
+    })
+    .await
+    .unwrap();
+    let (addr, stats) = (server.local_addr(), server.stats());
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.serve(async {
+        let _ = stopped.await;
+    }));
+    TestServer {
+        addr,
+        stats,
+        pki,
+        _dir: dir,
+        _stop: stop,
+    }
+}
+
+impl TestServer {
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.addr.port())
+    }
+}
+
+async fn greet(
+    server: &TestServer,
+    http1: bool,
+    path: &str,
+    name: &str,
+    delay_ms: u32,
+    timeout_secs: Option<&str>,
+) -> Result<rest::Reply, RestError> {
+    let client = rest::client(&server.pki.ca_cert(), http1).unwrap();
+    let limit = timeout_secs.map(|t| parse_secs(t).unwrap());
+    timeout(
+        WAIT,
+        rest::greet(&client, &server.url(path), name, delay_ms, limit),
+    )
+    .await
+    .expect("no answer, not even a timeout")
+}
+
+#[tokio::test]
+async fn greets_over_http2_by_default_and_http1_when_asked() {
+    let server = start_server().await;
+    for (http1, version) in [(false, Version::HTTP_2), (true, Version::HTTP_11)] {
+        let reply = greet(&server, http1, "/v1/greetings", "Ada", 0, None)
+            .await
+            .unwrap();
+        assert_eq!(reply.message, "Hello, Ada!");
+        assert_eq!(reply.version, version);
+    }
+}
+
+#[tokio::test]
+async fn error_statuses_come_back_as_problems_that_name_a_grpc_code() {
+    let server = start_server().await;
+    let too_long = "x".repeat(20_000);
+    for (path, name, http, code) in [
+        ("/v1/greetings", "", 400, Code::InvalidArgument),
+        ("/v1/greeting", "Ada", 404, Code::NotFound),
+        (
+            "/v1/greetings",
+            too_long.as_str(),
+            413,
+            Code::ResourceExhausted,
+        ),
+    ] {
+        let error = greet(&server, false, path, name, 0, None)
+            .await
+            .expect_err("an error status");
+        let RestError::Status {
+            status,
+            problem: Some(problem),
+            ..
+        } = &error
+        else {
+            panic!("not problem details: {error:?}");
+        };
+        assert_eq!(*status, StatusCode::from_u16(http).unwrap());
+        let row = status::from_problem_type(&problem.kind).expect("a type from the table");
+        assert_eq!(row.code, code, "{problem:?}");
+        assert_eq!(problem.title, row.title);
+        // The report ends with the code the type leads back to.
+        let report = error.to_string();
+        assert!(
+            report.starts_with(&format!("HTTP {status}, problem details:")),
+            "{report}"
+        );
+        assert!(
+            report.ends_with(&format!(
+                "as a gRPC code: {} ({}); retry: {}",
+                row.name,
+                row.number(),
+                row.retry.verdict()
+            )),
+            "{report}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_request_over_its_timeout_reports_timed_out() {
+    let server = start_server().await;
+    let error = greet(&server, false, "/v1/greetings", "Ada", 10_000, Some("0.3"))
+        .await
+        .expect_err("the timeout must end the request");
+    assert!(matches!(error, RestError::TimedOut(_)), "{error:?}");
+    assert_eq!(error.to_string(), "timed out after 0.3s");
+    // The server learns of it only as a client that went away.
+    let give_up = tokio::time::Instant::now() + WAIT;
+    while server.stats.ended_early() != 1 {
+        assert!(tokio::time::Instant::now() < give_up, "{:?}", server.stats);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn nothing_listening_is_a_request_error() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    pki.generate(false).unwrap();
+    let client = rest::client(&pki.ca_cert(), false).unwrap();
+    let url = format!("https://127.0.0.1:{port}/v1/greetings");
+    let error = timeout(WAIT, rest::greet(&client, &url, "Ada", 0, None))
+        .await
+        .unwrap()
+        .expect_err("nothing listens there");
+    let report = error.to_string();
+    assert!(report.starts_with("request failed: "), "{report}");
+    assert!(report.contains("Connection refused"), "{report}");
+}

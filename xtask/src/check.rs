@@ -1,0 +1,483 @@
+//! `cargo xtask check-book`: the book against the code.
+//!
+//! - every `{{#include}}` names a file that exists and, if it names an anchor,
+//!   an anchor that exists in that file;
+//! - every relative link leads to a page (and heading) that exists;
+//! - every chapter has the workshop's shape and a quiz of at least four
+//!   explained questions: no placeholder pages;
+//! - every command in a ```console block is either parsed by the real program's
+//!   parser (`cargo run ...`) or run by `book/observe.sh` (everything else),
+//!   which `cargo xtask observe --check` reruns in CI;
+//! - the answers appendix is what `cargo xtask answers` would write.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    clis::{self, Checked},
+    markdown::{Page, shell_segments},
+    quiz,
+};
+
+/// The sections every chapter has, in this order (DESIGN.md).
+pub const CHAPTER_SECTIONS: [&str; 8] = [
+    "Learning objectives",
+    "Prerequisites",
+    "Concept",
+    "Exercise",
+    "What just happened",
+    "Common failure",
+    "Knowledge check",
+    "Done when",
+];
+
+/// Tools the book mentions that CI does not run: Docker has no engine on the
+/// workshop's machines, and `mdbook serve` never exits (CI runs `mdbook build`).
+const NOT_RUN: [&str; 2] = ["docker", "mdbook"];
+
+pub struct Book {
+    pub root: PathBuf,
+}
+
+impl Book {
+    pub fn src(&self) -> PathBuf {
+        self.root.join("book/src")
+    }
+
+    /// Every Markdown page of the book's source, skipping what tools generate.
+    pub fn pages(&self) -> anyhow::Result<Vec<Page>> {
+        let mut pages = Vec::new();
+        let mut dirs = vec![self.src()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if path.is_dir() {
+                    if path
+                        .file_name()
+                        .is_some_and(|n| n != "mdbook-quiz" && n != "observed")
+                    {
+                        dirs.push(path);
+                    }
+                } else if path.extension().is_some_and(|e| e == "md") {
+                    pages.push(Page::read(&path)?);
+                }
+            }
+        }
+        pages.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(pages)
+    }
+
+    /// The chapter pages in SUMMARY.md order: `chNN-*.md`.
+    pub fn chapters(&self) -> anyhow::Result<Vec<Page>> {
+        let summary = Page::read(&self.src().join("SUMMARY.md"))?;
+        summary
+            .links()
+            .into_iter()
+            .map(|(_, target)| target)
+            .filter(|t| is_chapter_file(t))
+            .map(|t| Page::read(&self.src().join(t)))
+            .collect()
+    }
+
+    /// First lines (`$ command`) of the observed outputs: what observe.sh runs.
+    pub fn observed_commands(&self) -> anyhow::Result<BTreeSet<String>> {
+        let mut commands = BTreeSet::new();
+        let dir = self.src().join("observed");
+        if dir.exists() {
+            for entry in std::fs::read_dir(dir)? {
+                let text = std::fs::read_to_string(entry?.path()).unwrap_or_default();
+                if let Some(command) = text.lines().next().and_then(|l| l.strip_prefix("$ ")) {
+                    commands.insert(command.trim().to_string());
+                }
+            }
+        }
+        Ok(commands)
+    }
+
+    /// Chapter titles with their quizzes, in book order.
+    pub fn quizzes(&self) -> anyhow::Result<Vec<(String, quiz::Quiz)>> {
+        let mut out = Vec::new();
+        for page in self.chapters()? {
+            let title = page
+                .text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("# ")
+                .trim()
+                .to_string();
+            if let Some(quiz_path) = quiz_of(&page) {
+                out.push((title, quiz::read(&quiz_path)?));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn answers_path(&self) -> PathBuf {
+        self.src().join("answers.md")
+    }
+}
+
+fn is_chapter_file(name: &str) -> bool {
+    let b = name.as_bytes();
+    name.ends_with(".md")
+        && b.len() > 4
+        && name.starts_with("ch")
+        && b[2].is_ascii_digit()
+        && b[3].is_ascii_digit()
+}
+
+fn quiz_of(page: &Page) -> Option<PathBuf> {
+    page.directives("quiz")
+        .first()
+        .map(|(_, path)| page.dir().join(path))
+}
+
+/// Runs every check; returns the problems found, each naming a file and line.
+pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let pages = book.pages()?;
+    for page in &pages {
+        check_includes(page, &mut problems);
+        check_links(page, &mut problems);
+    }
+    for chapter in book.chapters()? {
+        check_shape(&chapter, &mut problems);
+    }
+    let observed = book.observed_commands()?;
+    let readme = Page::read(&book.root.join("README.md"))?;
+    for page in pages.iter().chain(std::iter::once(&readme)) {
+        check_commands(page, &observed, &mut problems);
+    }
+    match book.quizzes() {
+        Ok(quizzes) => {
+            let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();
+            if current != quiz::appendix(&quizzes) {
+                problems.push(format!(
+                    "{}: out of date with book/quizzes; run `cargo xtask answers`",
+                    book.answers_path().display()
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("{e:#}")),
+    }
+    Ok(problems)
+}
+
+fn at(page: &Page, line: usize) -> String {
+    format!("{}:{line}", page.path.display())
+}
+
+pub fn check_includes(page: &Page, problems: &mut Vec<String>) {
+    for (line, argument) in page.directives("include") {
+        let (file, anchor) = match argument.split_once(':') {
+            Some((file, anchor)) => (file, Some(anchor)),
+            None => (argument.as_str(), None),
+        };
+        let path = page.dir().join(file);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            problems.push(format!(
+                "{}: includes {file}, which does not exist",
+                at(page, line)
+            ));
+            continue;
+        };
+        // Line ranges (`file:10:20`) are numbers; anchors are names.
+        if let Some(anchor) = anchor.filter(|a| !a.starts_with(|c: char| c.is_ascii_digit())) {
+            let has = |marker: &str| {
+                text.lines()
+                    .any(|l| l.contains(marker) && l.trim_end().ends_with(anchor))
+            };
+            if !has("ANCHOR:") || !has("ANCHOR_END:") {
+                problems.push(format!(
+                    "{}: {file} has no anchor `{anchor}`",
+                    at(page, line)
+                ));
+            }
+        }
+    }
+    for (line, file) in page.directives("quiz") {
+        if !page.dir().join(&file).exists() {
+            problems.push(format!("{}: quiz {file} does not exist", at(page, line)));
+        }
+    }
+}
+
+pub fn check_links(page: &Page, problems: &mut Vec<String>) {
+    for (line, target) in page.links() {
+        if target.contains("://") || target.starts_with("mailto:") {
+            continue;
+        }
+        let (file, fragment) = match target.split_once('#') {
+            Some((file, fragment)) => (file, Some(fragment)),
+            None => (target.as_str(), None),
+        };
+        let linked = if file.is_empty() {
+            Some(Page {
+                path: page.path.clone(),
+                text: page.text.clone(),
+            })
+        } else {
+            let path = page.dir().join(file.replace(".html", ".md"));
+            if !path.exists() {
+                problems.push(format!(
+                    "{}: links to {file}, which does not exist",
+                    at(page, line)
+                ));
+                continue;
+            }
+            if path.extension().is_some_and(|e| e == "md") {
+                Page::read(&path).ok()
+            } else {
+                None
+            }
+        };
+        if let (Some(fragment), Some(linked)) = (fragment, linked)
+            && !linked.heading_ids().iter().any(|id| id == fragment)
+        {
+            problems.push(format!(
+                "{}: links to #{fragment}, which is no heading of {}",
+                at(page, line),
+                linked.path.display()
+            ));
+        }
+    }
+}
+
+pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
+    let headings = page.level2_headings();
+    let mut expected = CHAPTER_SECTIONS.iter().peekable();
+    for heading in &headings {
+        if expected.peek().is_some_and(|e| heading.starts_with(*e)) {
+            expected.next();
+        }
+    }
+    let missing: Vec<&str> = expected.copied().collect();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "{}: missing (or out of order) sections: {}",
+            page.path.display(),
+            missing.join(", ")
+        ));
+    }
+    let words = page.text.split_whitespace().count();
+    if words < 600 {
+        problems.push(format!(
+            "{}: only {words} words; a chapter is not a placeholder",
+            page.path.display()
+        ));
+    }
+    let has_quiz = page
+        .section("Knowledge check")
+        .is_some_and(|s| s.contains("{{#quiz "));
+    if !has_quiz {
+        problems.push(format!(
+            "{}: its Knowledge check has no {{{{#quiz ...}}}}",
+            page.path.display()
+        ));
+    } else if let Some(path) = quiz_of(page)
+        && let Err(e) = quiz::read(&path)
+    {
+        problems.push(format!("{e:#}"));
+    }
+}
+
+pub fn check_commands(page: &Page, observed: &BTreeSet<String>, problems: &mut Vec<String>) {
+    for (line, command) in page.console_commands() {
+        let segments = match shell_segments(&command) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(format!("{}: {e}", at(page, line)));
+                continue;
+            }
+        };
+        let mut needs_observation = false;
+        for segment in segments {
+            let words: Vec<String> = segment
+                .into_iter()
+                .skip_while(|w| is_env_assignment(w))
+                .collect();
+            match words.first().map(String::as_str) {
+                Some("cargo") => match check_cargo(&words[1..]) {
+                    Ok(Checked::Parsed) => {}
+                    Ok(Checked::MustBeObserved) => needs_observation = true,
+                    Err(e) => problems.push(format!("{}: `{command}`: {e:#}", at(page, line))),
+                },
+                Some(tool) if NOT_RUN.contains(&tool) => {}
+                Some(_) => needs_observation = true,
+                None => {}
+            }
+        }
+        if needs_observation && !observed.contains(command.trim()) {
+            problems.push(format!(
+                "{}: the book shows `{command}`, but book/observe.sh never runs it (add an `observe` line)",
+                at(page, line)
+            ));
+        }
+    }
+}
+
+fn is_env_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    })
+}
+
+/// `cargo run` is parsed against the program; other cargo commands must name
+/// real packages.
+fn check_cargo(words: &[String]) -> anyhow::Result<Checked> {
+    match words.first().map(String::as_str) {
+        Some("run") => clis::check_cargo_run(&clis::cargo_run(&words[1..])?),
+        Some("xtask") => clis::check_cargo_run(&clis::CargoRun {
+            package: "xtask".into(),
+            target: None,
+            example: false,
+            args: words[1..].to_vec(),
+        }),
+        Some("build" | "test" | "clippy" | "install" | "fmt") => {
+            if words[0] != "install" {
+                for pair in words.windows(2) {
+                    if (pair[0] == "-p" || pair[0] == "--package")
+                        && !clis::is_workspace_package(&pair[1])
+                    {
+                        anyhow::bail!("no workspace package `{}`", pair[1]);
+                    }
+                }
+            }
+            Ok(Checked::Parsed)
+        }
+        other => anyhow::bail!(
+            "the book's checks do not know `cargo {}`",
+            other.unwrap_or("")
+        ),
+    }
+}
+
+/// Resolves the workspace root from this crate's location.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Scratch(PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("xtask-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn page_in(dir: &Path, name: &str, text: &str) -> Page {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        Page::read(&path).unwrap()
+    }
+
+    #[test]
+    fn a_broken_anchor_or_include_is_reported() {
+        let s = scratch("anchors");
+        std::fs::write(
+            s.0.join("code.rs"),
+            "// ANCHOR: here\nfn f() {}\n// ANCHOR_END: here\n",
+        )
+        .unwrap();
+        let page = page_in(
+            &s.0,
+            "p.md",
+            "{{#include code.rs:here}}\n{{#include code.rs:gone}}\n{{#include nope.rs}}\n",
+        );
+        let mut problems = Vec::new();
+        check_includes(&page, &mut problems);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("no anchor `gone`"));
+        assert!(problems[1].contains("nope.rs"));
+    }
+
+    #[test]
+    fn a_broken_link_or_heading_is_reported() {
+        let s = scratch("links");
+        page_in(&s.0, "other.md", "# Other\n\n## Real heading\n");
+        let page = page_in(
+            &s.0,
+            "p.md",
+            "# P\n[ok](other.md#real-heading) [bad](missing.md) [bad heading](other.md#nope) [web](https://x.y/z)\n",
+        );
+        let mut problems = Vec::new();
+        check_links(&page, &mut problems);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("missing.md"));
+        assert!(problems[1].contains("#nope"));
+    }
+
+    #[test]
+    fn a_renamed_flag_in_a_console_block_is_reported() {
+        let s = scratch("commands");
+        let page = page_in(
+            &s.0,
+            "p.md",
+            "```console\ncargo run -p grpc-server -- --mtls\ncargo run -p grpc-server -- --mutual-tls\ncurl -sS https://localhost:8443/healthz\nmdbook serve book\n```\n",
+        );
+        let observed: BTreeSet<String> =
+            ["curl -sS https://localhost:8443/healthz".to_string()].into();
+        let mut problems = Vec::new();
+        check_commands(&page, &observed, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("--mutual-tls"));
+
+        let mut problems = Vec::new();
+        check_commands(&page, &BTreeSet::new(), &mut problems);
+        assert!(
+            problems.iter().any(|p| p.contains("never runs it")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_placeholder_chapter_is_reported() {
+        let s = scratch("shape");
+        let page = page_in(
+            &s.0,
+            "ch99-x.md",
+            "# Chapter 99: X\n\n## Learning objectives\n\nTODO\n",
+        );
+        let mut problems = Vec::new();
+        check_shape(&page, &mut problems);
+        assert!(
+            problems.iter().any(|p| p.contains("missing")),
+            "{problems:?}"
+        );
+        assert!(problems.iter().any(|p| p.contains("words")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("quiz")), "{problems:?}");
+    }
+
+    /// The real book passes every check. (`cargo xtask check-book` says the
+    /// same with the full list of problems.)
+    #[test]
+    fn the_book_passes_its_checks() {
+        let problems = check(&Book {
+            root: workspace_root(),
+        })
+        .unwrap();
+        assert!(
+            problems.is_empty(),
+            "the book has problems:\n{}",
+            problems.join("\n")
+        );
+    }
+}
