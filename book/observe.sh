@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-out=$root/book/src/observed
+# OBSERVED_DIR lets CI rerun every command into a scratch folder and compare
+# (cargo xtask observe --check) without touching the book's files.
+out=${OBSERVED_DIR:-$root/book/src/observed}
 mkdir -p "$out"
 
 observe() {
@@ -51,14 +53,332 @@ cargo build -q --workspace --all-targets
     echo "observed on $(date -u +%Y-%m-%d)"
 } > "$out/machine.txt"
 
+# --- chapter 1: getting started ----------------------------------------------
+start_stack ch01-stack
+observe ch01-curl "curl -sS --cacert certs/ca.pem -H 'content-type: application/json' -d '{\"name\":\"Ada\"}' https://localhost:8443/v1/greetings"
+stop_stack
+
 # --- chapter 2: Protocol Buffers ---------------------------------------------
+observe ch02-no-protoc 'command -v protoc || echo "no protoc on PATH"'
+observe ch02-wire-size 'cargo run -p proto --bin wire_size'
+observe ch02-wire-size-zero 'cargo run -p proto --bin wire_size -- --delay-ms 0'
+observe ch02-wire-size-long "cargo run -p proto --bin wire_size -- --name 'Ada Lovelace, Countess of Lovelace'"
+observe ch02-wire-size-big 'cargo run -p proto --bin wire_size -- --delay-ms 60000'
+observe ch02-grpc-frame 'cargo run -p proto --bin grpc_frame | od -An -tx1'
+observe ch02-plot 'cargo run -p proto --bin wire_size -- --plot sizes.svg'
+mv "$root/sizes.svg" "$out/ch02-sizes.svg"
 
 # --- chapter 3: development TLS ----------------------------------------------
+# The first run is made in an empty temporary folder, so the repository's certs/
+# stays as it is; the folder is then printed as "certs", as the reader's run prints it.
+ch03_tmp=$(mktemp -d)
+CERTS_DIR=$ch03_tmp/certs observe ch03-create 'cargo run -p certs'
+sed -i -e "s#$ch03_tmp/##g" "$out/ch03-create.txt"
+rm -rf "$ch03_tmp"
+cargo run -q -p certs > /dev/null # the PKI every later step (and chapter) uses
+observe ch03-keep 'cargo run -p certs'
+observe ch03-modes 'ls -l certs/'
+observe ch03-show 'cargo run -p certs -- --show'
+observe ch03-openssl 'openssl x509 -noout -subject -issuer -ext subjectAltName,extendedKeyUsage -in certs/server.pem'
+observe ch03-verify 'openssl verify -CAfile certs/ca.pem certs/server.pem'
+
+# Like observe, and keeps what the running stack logged meanwhile in NAME.server.txt.
+ch03_observe_logged() {
+    local name=$1 log=$2 command=$3 before
+    before=$(wc -l < "$out/$log.txt")
+    observe "$name" "$command"
+    sleep 0.5
+    tail -n +"$((before + 1))" "$out/$log.txt" > "$out/$name.server.txt"
+}
+# Tests and other chapters' runs may hold the default ports for a moment: wait
+# for them to be free rather than fail.
+ch03_wait_for_ports() {
+    for _ in $(seq 120); do
+        ss -Htln '( sport = :50051 or sport = :8443 )' | grep -q . || return 0
+        sleep 1
+    done
+}
+ch03_wait_for_ports
+start_stack ch03-stack
+observe ch03-trusted 'curl -sS --cacert certs/ca.pem https://localhost:8443/healthz'
+ch03_observe_logged ch03-no-cacert ch03-stack 'curl -sS https://localhost:8443/healthz'
+observe ch03-hostname 'curl -sS --cacert certs/ca.pem --resolve "$(hostname):8443:127.0.0.1" "https://$(hostname):8443/healthz"'
+ch03_observe_logged ch03-plaintext ch03-stack 'curl -sS http://localhost:8443/'
+observe ch03-plaintext-bytes 'curl -sS --http0.9 http://localhost:8443/ | od -An -tx1'
+stop_stack
+ch03_wait_for_ports
+start_stack ch03-mtls --mtls
+ch03_observe_logged ch03-mtls-none ch03-mtls 'curl -sS --http1.1 --cacert certs/ca.pem https://localhost:8443/healthz'
+observe ch03-mtls-client 'curl -sS --cacert certs/ca.pem --cert certs/client.pem --key certs/client.key https://localhost:8443/healthz'
+ch03_observe_logged ch03-mtls-wrong-cert ch03-mtls 'curl -sS --http1.1 --cacert certs/ca.pem --cert certs/server.pem --key certs/server.key https://localhost:8443/healthz'
+stop_stack
 
 # --- chapter 4: the gRPC greeter ---------------------------------------------
+# These helpers serve chapter 5 as well.
+
+# observe, with COMMAND read verbatim from a here-document, so that it can hold
+# both kinds of quotes exactly as the book shows them.
+observe_here() { observe "$1" "$(cat)"; }
+
+# Starts one server as the reader does (`cargo run -p PACKAGE -- ARGS`; run here
+# from its binary, which that command would run, so that a busy cargo lock cannot
+# delay it) and writes that command line and the startup log to observed/NAME.txt.
+# Retries while another run holds the port.
+start_server() {
+    local name=$1 package=$2
+    shift 2
+    server_full_log=$(mktemp)
+    for _ in $(seq 60); do
+        RUST_LOG=info "$root/target/debug/$package" "$@" > "$server_full_log" 2>&1 &
+        server_pid=$!
+        for _ in $(seq 100); do
+            if grep -q "server listening" "$server_full_log"; then
+                echo "\$ cargo run -p $package${*:+ -- $*}" > "$out/$name.txt"
+                cat "$server_full_log" >> "$out/$name.txt"
+                server_seen=$(wc -l < "$server_full_log")
+                # If this script stops early, stop the server too: left running,
+                # it would hold the port against the next run.
+                trap 'kill -INT "$server_pid" 2> /dev/null || true' EXIT
+                return 0
+            fi
+            kill -0 "$server_pid" 2> /dev/null || break
+            sleep 0.1
+        done
+        kill -0 "$server_pid" 2> /dev/null && kill -INT "$server_pid"
+        wait "$server_pid" || true
+        grep -q "in use" "$server_full_log" || break
+        echo "$package: port in use; waiting" >&2
+        sleep 2
+    done
+    echo "$package did not start; its log:" >&2
+    cat "$server_full_log" >&2
+    exit 1
+}
+
+# Writes what the server logged since the last call to observed/NAME.txt.
+server_log() {
+    sleep 0.5 # a server logs a moment after its client has given up
+    tail -n +"$((server_seen + 1))" "$server_full_log" | sed -e "s#$root/##g" > "$out/$1.txt"
+    server_seen=$(wc -l < "$server_full_log")
+}
+
+# Stops the server as the reader does, with Ctrl-C (SIGINT), and writes what it
+# logged since the last server_log to observed/NAME.txt.
+stop_server() {
+    kill -INT "$server_pid" 2> /dev/null || true
+    wait "$server_pid" || true
+    trap - EXIT
+    server_log "$1"
+    rm -f "$server_full_log"
+}
+
+# Returns once a client holds a connection to PORT, and half a second more: by
+# then its call is in the server's slow part, however long cargo took to start it.
+wait_for_call() {
+    for _ in $(seq 3600); do # up to 3 minutes: cargo may be waiting for its lock
+        if [ -n "$(ss -Htn state established "( sport = :$1 )")" ]; then
+            sleep 0.5
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "no client connected to port $1" >&2
+    exit 1
+}
+
+start_server ch04-server grpc-server
+observe_here ch04-hello <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -o - | od -An -c
+EOF
+observe_here ch04-trailers <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -D - -o /dev/null
+EOF
+observe_here ch04-empty-name <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name '' | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -D - -o /dev/null
+EOF
+observe_here ch04-too-large <<'EOF'
+printf '\0\0\x01\x11\x70' | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -D - -o /dev/null
+EOF
+observe_here ch04-deadline <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada --delay-ms 3000 | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' -H 'grpc-timeout: 300m' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -D - -o /dev/null -w 'curl: %{time_total} s\n'
+EOF
+server_log ch04-log-deadline
+observe_here ch04-give-up <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada --delay-ms 3000 | curl -sS --http2 --cacert certs/ca.pem --max-time 0.5 -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -o /dev/null
+EOF
+server_log ch04-log-give-up
+observe_here ch04-give-up-early <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada --delay-ms 3000 | curl -sS --http2 --cacert certs/ca.pem --max-time 0.5 -H 'content-type: application/grpc' -H 'te: trailers' -H 'grpc-timeout: 10S' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -o /dev/null
+EOF
+server_log ch04-log-give-up-early
+observe_here ch04-health <<'EOF'
+printf '\0\0\0\0\0' | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/grpc.health.v1.Health/Check -o - | od -An -tx1
+EOF
+observe_here ch04-reflection <<'EOF'
+printf '\0\0\0\0\x02\x3a\x00' | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/grpc.reflection.v1.ServerReflection/ServerReflectionInfo -o - | od -An -c
+EOF
+# Ctrl-C while a 3-second call is in flight.
+observe_here ch04-drain-call <<'EOF' &
+cargo run -p proto --bin grpc_frame -- --name Ada --delay-ms 3000 | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -o - | od -An -c
+EOF
+drain_call=$!
+wait_for_call 50051
+stop_server ch04-log-drain
+wait "$drain_call"
+
+start_server ch04-mtls grpc-server --mtls
+observe_here ch04-mtls-anonymous <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada | curl -sS --http2 --cacert certs/ca.pem -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -o - | od -An -c
+EOF
+server_log ch04-log-mtls-anonymous
+observe_here ch04-mtls-client <<'EOF'
+cargo run -p proto --bin grpc_frame -- --name Ada | curl -sS --http2 --cacert certs/ca.pem --cert certs/client.pem --key certs/client.key -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- https://localhost:50051/greeter.v1.Greeter/SayHello -o - | od -An -c
+EOF
+stop_server ch04-log-mtls-stop
+sed -i -e 's/\r$//' "$out"/ch04-*.txt # curl -D writes CRLF header lines
 
 # --- chapter 5: the REST greeter ---------------------------------------------
+start_server ch05-server rest-server
+observe_here ch05-hello-h2 <<'EOF'
+curl -sS --cacert certs/ca.pem -H 'content-type: application/json' -d '{"name":"Ada","delay_ms":800}' https://localhost:8443/v1/greetings -w '\nHTTP/%{http_version}, %{time_total} s\n'
+EOF
+observe_here ch05-hello-h1 <<'EOF'
+curl -sS --http1.1 --cacert certs/ca.pem -H 'content-type: application/json' -d '{"name":"Ada","delay_ms":800}' https://localhost:8443/v1/greetings -w '\nHTTP/%{http_version}, %{time_total} s\n'
+EOF
+observe_here ch05-alpn <<'EOF'
+for v in --http2 --http1.1; do curl -sv $v --cacert certs/ca.pem https://localhost:8443/healthz -o /dev/null 2>&1 | grep ALPN; done
+EOF
+observe_here ch05-no-content-type <<'EOF'
+curl -sS -i --cacert certs/ca.pem -d '{"name":"Ada"}' https://localhost:8443/v1/greetings -w '\n'
+EOF
+observe_here ch05-too-large <<'EOF'
+printf '{"name":"%s"}' "$(head -c 20000 /dev/zero | tr '\0' x)" | curl -sS -i --cacert certs/ca.pem -H 'content-type: application/json' --data-binary @- https://localhost:8443/v1/greetings -w '\n'
+EOF
+observe_here ch05-bad-bodies <<'EOF'
+for body in '{"name":' '{"delay_ms":5}' '{"name":"Ada","delay_ms":"soon"}' '{"name":"Ada","delayms":5}' '{"name":" "}' '{"name":"Ada","delay_ms":90000}'; do echo "sent $body"; curl -sS --cacert certs/ca.pem -H 'content-type: application/json' -d "$body" https://localhost:8443/v1/greetings -w '\n\n'; done
+EOF
+observe_here ch05-wrong-method <<'EOF'
+curl -sS -i --cacert certs/ca.pem https://localhost:8443/v1/greetings -w '\n'
+EOF
+observe_here ch05-wrong-path <<'EOF'
+curl -sS --cacert certs/ca.pem https://localhost:8443/v1/greeting -w '\n'
+EOF
+observe_here ch05-give-up <<'EOF'
+for v in --http2 --http1.1; do curl -sS $v --max-time 0.5 --cacert certs/ca.pem -H 'content-type: application/json' -d '{"name":"Ada","delay_ms":3000}' https://localhost:8443/v1/greetings; done
+EOF
+server_log ch05-log-give-up
+observe_here ch05-healthz <<'EOF'
+curl -sS --cacert certs/ca.pem https://localhost:8443/healthz -w '\n'
+EOF
+# Ctrl-C while a 3-second request is in flight.
+observe_here ch05-drain-call <<'EOF' &
+curl -sS --cacert certs/ca.pem -H 'content-type: application/json' -d '{"name":"Ada","delay_ms":3000}' https://localhost:8443/v1/greetings -w '\nHTTP/%{http_version}, %{time_total} s\n'
+EOF
+drain_call=$!
+wait_for_call 8443
+stop_server ch05-log-drain
+wait "$drain_call"
+sed -i -e 's/\r$//' "$out"/ch05-*.txt # curl -i writes CRLF header lines
+
+# --- chapter 6: clients --------------------------------------------------------
+# Tests and other runs may hold the default ports for a moment: wait for them.
+ch06_wait_for_ports() {
+    for _ in $(seq 120); do
+        ss -Htln '( sport = :50051 or sport = :8443 )' | grep -q . || return 0
+        sleep 1
+    done
+}
+# Like observe, and keeps what the stack (logging to observed/LOG.txt) logged
+# meanwhile in observed/NAME.server.txt.
+ch06_observe_logged() {
+    local name=$1 log=$2 command=$3 before
+    before=$(wc -l < "$out/$log.txt")
+    observe "$name" "$command"
+    sleep 0.5 # a server logs a moment after its client has given up
+    tail -n +"$((before + 1))" "$out/$log.txt" | sed -e "s#$root/##g" > "$out/$name.server.txt"
+}
+
+ch06_wait_for_ports
+start_stack ch06-stack
+observe ch06-hello 'cargo run -p grpc-client -- hello --name Ada'
+observe ch06-repeat 'cargo run -p grpc-client -- hello --name Ada --repeat 5'
+observe ch06-eager 'cargo run -p grpc-client -- --connect eager hello --name Ada --repeat 5'
+observe ch06-fresh 'cargo run -p grpc-client -- hello --name Ada --repeat 5 --fresh-channel'
+# Two terminals: a burst of slow calls, and `ss` listing connections meanwhile.
+observe ch06-burst 'cargo run -p grpc-client -- burst --calls 20 --delay-ms 2000' &
+ch06_calls=$!
+wait_for_call 50051
+observe ch06-burst-ss "ss -Htn state established '( dport = :50051 )'"
+wait "$ch06_calls"
+ch06_observe_logged ch06-deadline ch06-stack 'cargo run -p grpc-client -- --deadline 0.5 hello --name Ada --delay-ms 800'
+observe ch06-deadline-ok 'cargo run -p grpc-client -- --deadline 2 hello --name Ada --delay-ms 800'
+observe ch06-rest 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada --repeat 5'
+observe ch06-rest-http1 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada --repeat 5 --http1'
+for ch06_flag in '' ' --http1'; do
+    observe "ch06-rest-parallel${ch06_flag/ --/-}" "cargo run --example rest_client -- https://localhost:8443/v1/greetings --delay-ms 2000 --repeat 4 --parallel$ch06_flag" &
+    ch06_calls=$!
+    wait_for_call 8443
+    observe "ch06-rest-parallel${ch06_flag/ --/-}-ss" "ss -Htn state established '( dport = :8443 )'"
+    wait "$ch06_calls"
+done
+ch06_observe_logged ch06-rest-timeout ch06-stack 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada --delay-ms 800 --timeout 0.5'
+stop_stack
+
+# --- chapter 7: errors and status codes ----------------------------------------
+observe ch07-table 'cargo run -p proto --bin status_table'
+ch06_wait_for_ports
+start_stack ch07-stack
+observe ch07-invalid "cargo run -p grpc-client -- hello --name ''"
+observe ch07-invalid-rest "cargo run --example rest_client -- https://localhost:8443/v1/greetings --name ''"
+ch06_observe_logged ch07-deadline ch07-stack 'cargo run -p grpc-client -- --deadline 0.5 hello --name Ada --delay-ms 800'
+ch06_observe_logged ch07-raw ch07-stack 'cargo run -p grpc-client -- --raw-status --deadline 0.5 hello --name Ada --delay-ms 800'
+ch06_observe_logged ch07-cancel ch07-stack 'cargo run -p grpc-client -- --deadline 10 hello --name Ada --delay-ms 3000 --cancel-after 0.3'
+ch06_observe_logged ch07-stream-deadline ch07-stack 'cargo run -p grpc-client -- --deadline 0.5 countdown --count 10 --interval-ms 200'
+stop_stack
+ch06_wait_for_ports
+observe ch07-unavailable 'cargo run -p grpc-client -- hello --name Ada'
+observe ch07-unavailable-rest 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada'
+start_server ch07-limit grpc-server --concurrency-limit 2
+observe ch07-burst 'cargo run -p grpc-client -- burst --calls 10 --delay-ms 500'
+observe ch07-too-large 'cargo run -p grpc-client -- hello --name-bytes 100000'
+observe ch07-unimplemented 'cargo run -p grpc-client -- countdown'
+stop_server ch07-limit-log
+start_server ch07-mtls grpc-server --mtls
+observe ch07-mtls-none 'cargo run -p grpc-client -- hello --name Ada'
+server_log ch07-mtls-none-log
+observe ch07-mtls-none-eager 'cargo run -p grpc-client -- --connect eager hello --name Ada'
+server_log ch07-mtls-none-eager-log
+observe ch07-mtls-cert 'cargo run -p grpc-client -- --cert certs/client.pem --key certs/client.key hello --name Ada'
+stop_server ch07-mtls-stop
+
+# --- chapter 8: streaming -------------------------------------------------------
+ch06_wait_for_ports
+start_stack ch08-stack
+ch06_observe_logged ch08-countdown ch08-stack 'cargo run -p grpc-client -- countdown --count 5 --interval-ms 200 --payload-bytes 100'
+observe ch08-upload 'cargo run -p grpc-client -- upload --chunks 64 --chunk-bytes 16384'
+observe ch08-echo 'cargo run -p grpc-client -- echo --chunks 5 --chunk-bytes 16'
+ch06_observe_logged ch08-deadline ch08-stack 'cargo run -p grpc-client -- --deadline 0.5 countdown --count 20 --interval-ms 100'
+stop_stack
+grep -h ' stopped ' "$out/ch08-stack.txt" | grep streams_ > "$out/ch08-stack-stopped.txt" || true
+observe ch08-cancel-tests 'cargo test -q -p streaming --test streaming cancel -- --test-threads 1 --format pretty'
+observe ch08-flow-help 'cargo run -p streaming --bin flow_control -- --help'
+observe ch08-flow-1mib 'cargo run -p streaming --bin flow_control'
+observe ch08-flow-64kib 'cargo run -p streaming --bin flow_control -- --window 64KiB'
+observe ch08-flow-download 'cargo run -p streaming --bin flow_control -- --direction download --window 64KiB --duration 1s'
 
 # --- chapter 9: the stack -----------------------------------------------------
+observe ch09-help 'cargo run -p stack -- --help'
+GRPC_ADDR=127.0.0.1:50052 REST_ADDR=127.0.0.1:8444 start_stack ch09-env
+observe ch09-healthz 'curl -sS --cacert certs/ca.pem https://localhost:8444/healthz'
+observe ch09-port-in-use 'REST_ADDR=127.0.0.1:8444 cargo run -p stack'
+stop_stack
+observe ch09-missing-certs 'cargo run -p grpc-server -- --certs-dir /tmp/no-such-dir'
+
+# Graceful shutdown: SIGTERM arrives while a 2-second call is in flight.
+start_stack ch09-drain
+(sleep 0.5 && kill -TERM "$stack_pid") &
+observe ch09-drain-curl "curl -sS --cacert certs/ca.pem -H 'content-type: application/json' -d '{\"name\":\"Ada\",\"delay_ms\":2000}' https://localhost:8443/v1/greetings -w ' (HTTP %{http_code})\n'"
+wait "$stack_pid" || true
+sed -i -e "s#$root/##g" "$out"/ch09-drain.txt
 
 echo "observed outputs written to $out" >&2
