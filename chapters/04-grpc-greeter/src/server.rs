@@ -71,6 +71,7 @@ pub struct BoundServer {
     /// Services that later chapters serve beside the Greeter (see `add_service`).
     extra: Routes,
     extra_names: Vec<&'static str>,
+    drain_timeout: Duration,
 }
 
 impl BoundServer {
@@ -87,7 +88,14 @@ impl BoundServer {
             concurrency_limit: args.concurrency_limit,
             extra: Routes::default(),
             extra_names: Vec::new(),
+            drain_timeout: DRAIN_TIMEOUT,
         })
+    }
+
+    /// Replaces [`DRAIN_TIMEOUT`]: how long shutdown waits for calls in flight.
+    pub fn with_drain_timeout(mut self, limit: Duration) -> Self {
+        self.drain_timeout = limit;
+        self
     }
 
     // ANCHOR: add_service
@@ -170,9 +178,10 @@ impl BoundServer {
         };
         // tonic waits for every connection to finish, and a stream that never
         // ends (a health Watch, a stuck client) would hold shutdown forever.
+        let drain_timeout = self.drain_timeout;
         let drain_limit = async move {
             match drain_started.await {
-                Ok(()) => tokio::time::sleep(DRAIN_TIMEOUT).await,
+                Ok(()) => tokio::time::sleep(drain_timeout).await,
                 Err(_) => std::future::pending().await,
             }
         };
@@ -206,7 +215,7 @@ impl BoundServer {
         tokio::select! {
             result = serve => result?,
             _ = drain_limit => {
-                warn!("drain timed out after {DRAIN_TIMEOUT:?}; closing the remaining connections");
+                warn!("drain timed out after {drain_timeout:?}; closing the remaining connections");
             }
         }
         info!("gRPC server stopped");

@@ -365,3 +365,62 @@ async fn an_oversized_request_is_refused_and_the_server_keeps_serving() {
 
     assert_still_greets(&mut client).await;
 }
+
+/// A stream that never ends by itself (a health Watch) must not hold shutdown
+/// forever: it sees NOT_SERVING, and serve() returns once the drain limit passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_not_held_forever_by_a_stream_that_never_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pki = Pki::new(dir.path());
+    pki.generate(false).expect("generate PKI");
+    let args = Args {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsArgs::in_dir(dir.path()),
+        mtls: false,
+        concurrency_limit: None,
+    };
+    let server = BoundServer::bind(&args)
+        .await
+        .expect("bind")
+        .with_drain_timeout(Duration::from_millis(300));
+    let addr = server.local_addr();
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async {
+        let _ = stop.await;
+    }));
+
+    let ca = Certificate::from_pem(fs::read(pki.ca_cert()).unwrap());
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(ca)
+        .domain_name("localhost");
+    let channel = Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap();
+    let channel = within("connect", channel.connect()).await.expect("connect");
+    let mut health = HealthClient::new(channel);
+    let request = HealthCheckRequest {
+        service: String::new(),
+    };
+    let mut watch = within("watch", health.watch(request))
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = within("first status", watch.message())
+        .await
+        .expect("status")
+        .expect("a status");
+    assert_eq!(first.status, ServingStatus::Serving as i32);
+
+    shutdown.send(()).expect("server already gone");
+    // The whole server's entry ("") turns NOT_SERVING when the drain starts.
+    let next = within("status after shutdown", watch.message())
+        .await
+        .expect("the watch is still open while draining")
+        .expect("a status");
+    assert_eq!(next.status, ServingStatus::NotServing as i32);
+    within("serve() to return despite the open Watch", serving)
+        .await
+        .expect("server task")
+        .expect("serve() returns Ok when the drain limit passes");
+}
