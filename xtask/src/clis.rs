@@ -14,6 +14,10 @@ type ParseFn = fn(&[String]) -> Result<(), clap::Error>;
 const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("workshop", "workshop", parse::<stack::Args>),
     ("workshop", "rest_client", parse::<grpc_client::RestArgs>),
+    ("workshop", "latency_compare", parse::<perf::latency::Args>),
+    ("perf", "choose_deadline", parse::<perf::choose::Args>),
+    ("perf", "frontend", parse::<perf::propagation::Args>),
+    ("perf", "retry_storm", parse::<perf::retry::Args>),
     ("proto", "wire_size", parse::<proto::cli::WireSizeArgs>),
     ("proto", "grpc_frame", parse::<proto::cli::GrpcFrameArgs>),
     ("certs", "certs", parse::<certs::cli::Args>),

@@ -1,0 +1,23 @@
+//! `cargo run -p perf --bin retry_storm -- --policy naive|budgeted`: open-loop
+//! callers against an in-process slow server, and what their retries do to it.
+
+use std::time::Duration;
+
+use clap::Parser;
+use perf::retry::{Args, Snapshot, progress_line, run, summary};
+
+fn main() {
+    let args = Args::parse();
+    let config = args.config();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(args.virtual_time)
+        .build()
+        .expect("a tokio runtime");
+    let mut before = Snapshot::default();
+    let last = runtime.block_on(run(config.clone(), Duration::from_secs(1), |now| {
+        println!("{}", progress_line(now, &before));
+        before = *now;
+    }));
+    println!("{}", summary(&config, &last));
+}

@@ -1,0 +1,16 @@
+//! Chapter 10: performance and deadlines, measured honestly.
+//!
+//! - [`latency`]: the arms of `examples/latency_compare` (reused and fresh
+//!   connections, TLS resumption, the naive client, HTTP/1.1 vs HTTP/2) and the
+//!   raw TCP floor they are measured against.
+//! - [`propagation`]: a frontend service that passes its caller's remaining
+//!   deadline, minus a margin, on to the greeter.
+//! - [`retry`]: what retrying every DEADLINE_EXCEEDED does to a slow server, and
+//!   the fix (idempotent-only, backoff with jitter, a retry budget, one overall
+//!   deadline).
+//! - [`choose`]: measure a method's p99 under a concurrency and suggest a deadline.
+
+pub mod choose;
+pub mod latency;
+pub mod propagation;
+pub mod retry;

@@ -1,0 +1,590 @@
+//! The common failure of chapter 10, with numbers: retrying every
+//! DEADLINE_EXCEEDED multiplies the load on a server that is already slow.
+//!
+//! Everything runs in one process, on tokio's clock, so the same code runs in
+//! real time (`cargo run -p perf --bin retry_storm`) and in virtual time (the
+//! tests, with `tokio::time::pause`):
+//!
+//! - [`SlowServer`] serves at most `capacity` attempts at once; the rest wait
+//!   in line. Its service time grows with the line (contention: every waiting
+//!   request costs the busy ones a little), and for a while in the middle of
+//!   the run it is several times slower (a slow dependency, a GC pause). An
+//!   attempt whose caller gives up is dropped, as tonic drops a handler: it
+//!   leaves the line, or stops mid-work (that work is wasted).
+//! - Clients are open-loop: call `i` starts at its scheduled time whatever
+//!   happened to earlier calls, like users who do not wait for each other.
+//! - [`Policy::Naive`] retries every failure at once, each attempt with a fresh
+//!   full timeout. [`Policy::Budgeted`] is the fix: retry only idempotent calls,
+//!   back off exponentially with full jitter, spend from a retry budget shared
+//!   by all calls ([`RetryThrottle`], gRPC's retry throttling), and keep one
+//!   overall deadline across all attempts of a call.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::{
+    sync::Semaphore,
+    time::{Instant, sleep, sleep_until, timeout},
+};
+
+/// How failed calls are retried.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Retry every failure immediately, each attempt with a fresh full timeout
+    Naive,
+    /// Idempotent calls only, backoff with jitter, a retry budget, one overall deadline
+    Budgeted,
+}
+
+// ANCHOR: throttle
+/// gRPC's retry throttling (gRFC A6): a token bucket shared by every call to one
+/// server. Each failed attempt takes a token, each success gives back `ratio`
+/// of one; while the bucket holds no more than half of `max_tokens`, no call
+/// may retry. A healthy server keeps the bucket full; a failing one empties it
+/// after a handful of failures, and retries stop until successes refill it.
+#[derive(Debug, Clone)]
+pub struct RetryThrottle {
+    max_tokens: f64,
+    ratio: f64,
+    tokens: f64,
+}
+
+impl RetryThrottle {
+    /// gRPC's usual settings: 10 tokens, 0.1 back per success.
+    pub fn grpc_default() -> RetryThrottle {
+        RetryThrottle::new(10.0, 0.1)
+    }
+
+    pub fn new(max_tokens: f64, ratio: f64) -> RetryThrottle {
+        RetryThrottle {
+            max_tokens,
+            ratio,
+            tokens: max_tokens,
+        }
+    }
+
+    pub fn on_success(&mut self) {
+        self.tokens = (self.tokens + self.ratio).min(self.max_tokens);
+    }
+
+    pub fn on_failure(&mut self) {
+        self.tokens = (self.tokens - 1.0).max(0.0);
+    }
+
+    pub fn allows_retry(&self) -> bool {
+        self.tokens > self.max_tokens / 2.0
+    }
+
+    pub fn tokens(&self) -> f64 {
+        self.tokens
+    }
+}
+// ANCHOR_END: throttle
+
+/// The whole experiment's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub policy: Policy,
+    /// How long new calls keep arriving.
+    pub duration: Duration,
+    /// Calls started per second (open loop, evenly spaced).
+    pub rate: f64,
+    /// Attempts the server works on at once.
+    pub capacity: usize,
+    /// Service time of one attempt on an idle server.
+    pub service: Duration,
+    /// Extra service time per attempt waiting in line, as a fraction of `service`.
+    pub contention: f64,
+    /// When the server is slow, and how many times slower.
+    pub slow_from: Duration,
+    pub slow_until: Duration,
+    pub slow_factor: f64,
+    /// The caller's deadline. Naive: per attempt. Budgeted: for the whole call.
+    pub deadline: Duration,
+    /// At most this many attempts per call, under either policy.
+    pub max_attempts: u32,
+    /// Every n-th call changes state (not idempotent); 0 means none does.
+    pub non_idempotent_every: u64,
+    /// Backoff before retry n (n = 1, 2, ...): a random wait in
+    /// [0, min(cap, base * 2^(n-1))] ("full jitter").
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// Retry budget: gRPC throttling's max tokens and token ratio.
+    pub budget_tokens: f64,
+    pub budget_ratio: f64,
+    /// Seed of the jitter's random numbers, so a run can be repeated.
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policy: Policy::Naive,
+            duration: Duration::from_secs(12),
+            rate: 60.0,
+            capacity: 4,
+            service: Duration::from_millis(40),
+            contention: 0.02,
+            slow_from: Duration::from_secs(3),
+            slow_until: Duration::from_secs(5),
+            slow_factor: 4.0,
+            deadline: Duration::from_millis(300),
+            max_attempts: 5,
+            non_idempotent_every: 5,
+            backoff_base: Duration::from_millis(25),
+            backoff_cap: Duration::from_millis(400),
+            budget_tokens: 10.0,
+            budget_ratio: 0.1,
+            seed: 1,
+        }
+    }
+}
+
+/// Counters, shared by clients and server; [`Snapshot`] reads them.
+#[derive(Debug, Default)]
+struct Counters {
+    calls: AtomicU64,
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+    attempts: AtomicU64,
+    retries: AtomicU64,
+    retries_refused_budget: AtomicU64,
+    retries_refused_idempotency: AtomicU64,
+    retries_refused_deadline: AtomicU64,
+    queued: AtomicU64,
+    in_service: AtomicU64,
+    peak_queued: AtomicU64,
+    /// Service time spent, in microseconds: all of it, and on attempts whose
+    /// caller gave up before the reply was ready.
+    busy_us: AtomicU64,
+    wasted_us: AtomicU64,
+}
+
+/// The counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Snapshot {
+    pub elapsed: Duration,
+    /// Calls started, and how they ended.
+    pub calls: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Attempts sent to the server (first tries and retries).
+    pub attempts: u64,
+    pub retries: u64,
+    /// Retries not made, and why.
+    pub retries_refused_budget: u64,
+    pub retries_refused_idempotency: u64,
+    pub retries_refused_deadline: u64,
+    /// The server right now: waiting in line, and being worked on.
+    pub queued: u64,
+    pub in_service: u64,
+    pub peak_queued: u64,
+    /// Server work done, and the part of it whose caller had given up.
+    pub busy: Duration,
+    pub wasted: Duration,
+    /// Tokens in the retry budget (Budgeted only).
+    pub tokens: Option<f64>,
+    /// The server's capacity, to turn busy time into a utilisation.
+    pub capacity: usize,
+}
+
+impl Snapshot {
+    /// Attempts per call: 1.0 means no retries at all.
+    pub fn amplification(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.attempts as f64 / self.calls as f64
+        }
+    }
+
+    /// The share of finished calls that succeeded.
+    pub fn success_rate(&self) -> f64 {
+        let done = self.succeeded + self.failed;
+        if done == 0 {
+            0.0
+        } else {
+            self.succeeded as f64 / done as f64
+        }
+    }
+}
+
+struct Shared {
+    config: Config,
+    started: Instant,
+    counters: Counters,
+    server: Semaphore,
+    throttle: Mutex<RetryThrottle>,
+    rng: Mutex<u64>,
+}
+
+impl Shared {
+    fn snapshot(&self) -> Snapshot {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Snapshot {
+            elapsed: self.started.elapsed(),
+            calls: get(&c.calls),
+            succeeded: get(&c.succeeded),
+            failed: get(&c.failed),
+            attempts: get(&c.attempts),
+            retries: get(&c.retries),
+            retries_refused_budget: get(&c.retries_refused_budget),
+            retries_refused_idempotency: get(&c.retries_refused_idempotency),
+            retries_refused_deadline: get(&c.retries_refused_deadline),
+            queued: get(&c.queued),
+            in_service: get(&c.in_service),
+            peak_queued: get(&c.peak_queued),
+            busy: Duration::from_micros(get(&c.busy_us)),
+            wasted: Duration::from_micros(get(&c.wasted_us)),
+            tokens: (self.config.policy == Policy::Budgeted)
+                .then(|| self.throttle.lock().unwrap().tokens()),
+            capacity: self.config.capacity.max(1),
+        }
+    }
+
+    /// A uniform random number in [0, 1): xorshift64*, seeded, no dependency.
+    fn random(&self) -> f64 {
+        let mut state = self.rng.lock().unwrap();
+        let mut x = *state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        *state = x;
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Decrements `counter` when dropped: keeps gauges right however an attempt ends.
+struct Gauge<'a>(&'a AtomicU64);
+
+impl<'a> Gauge<'a> {
+    fn up(counter: &'a AtomicU64) -> Gauge<'a> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Gauge(counter)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The slow server: one attempt. Dropped when its caller gives up.
+struct SlowServer;
+
+impl SlowServer {
+    // ANCHOR: server
+    async fn handle(shared: &Shared) {
+        let c = &shared.counters;
+        let config = &shared.config;
+        let waiting = Gauge::up(&c.queued);
+        c.peak_queued
+            .fetch_max(c.queued.load(Ordering::Relaxed), Ordering::Relaxed);
+        let _permit = shared.server.acquire().await.expect("never closed");
+        drop(waiting);
+        let _working = Gauge::up(&c.in_service);
+
+        // Service time: slower during the slow spell, and slower the longer the
+        // line (each waiting request costs the busy ones a little).
+        let now = shared.started.elapsed();
+        let slow = if now >= config.slow_from && now < config.slow_until {
+            config.slow_factor
+        } else {
+            1.0
+        };
+        let line = c.queued.load(Ordering::Relaxed) as f64;
+        let service = config
+            .service
+            .mul_f64(slow * (1.0 + config.contention * line));
+
+        // Count the work as it is done, so an attempt cut off halfway counts
+        // the half it did, as wasted.
+        let work = Work {
+            counters: c,
+            started: Instant::now(),
+            done: false,
+        };
+        sleep(service).await;
+        work.finish();
+    }
+    // ANCHOR_END: server
+}
+
+struct Work<'a> {
+    counters: &'a Counters,
+    started: Instant,
+    done: bool,
+}
+
+impl Work<'_> {
+    fn finish(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Work<'_> {
+    fn drop(&mut self) {
+        let us = self.started.elapsed().as_micros() as u64;
+        self.counters.busy_us.fetch_add(us, Ordering::Relaxed);
+        if !self.done {
+            self.counters.wasted_us.fetch_add(us, Ordering::Relaxed);
+        }
+    }
+}
+
+// ANCHOR: call
+/// One call, with as many attempts as the policy allows.
+async fn call(shared: &Shared, idempotent: bool) -> bool {
+    let config = &shared.config;
+    let c = &shared.counters;
+    let deadline = Instant::now() + config.deadline; // the one overall deadline
+    let mut attempt = 1;
+    loop {
+        let limit = match config.policy {
+            // A fresh full timeout per attempt: the caller waits up to
+            // max_attempts times as long as it asked for.
+            Policy::Naive => config.deadline,
+            // What is left of the one deadline.
+            Policy::Budgeted => deadline.saturating_duration_since(Instant::now()),
+        };
+        c.attempts.fetch_add(1, Ordering::Relaxed);
+        let ok = timeout(limit, SlowServer::handle(shared)).await.is_ok();
+        let retry_allowed = {
+            let mut throttle = shared.throttle.lock().unwrap();
+            if ok {
+                throttle.on_success();
+            } else {
+                throttle.on_failure();
+            }
+            throttle.allows_retry()
+        };
+        if ok {
+            return true;
+        }
+        if attempt >= config.max_attempts {
+            return false;
+        }
+        if config.policy == Policy::Budgeted {
+            if !idempotent {
+                // It may have happened: only the caller can check and decide.
+                c.retries_refused_idempotency
+                    .fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            if !retry_allowed {
+                c.retries_refused_budget.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            let ceiling = config
+                .backoff_base
+                .saturating_mul(1 << (attempt - 1).min(16))
+                .min(config.backoff_cap);
+            let backoff = ceiling.mul_f64(shared.random());
+            if Instant::now() + backoff >= deadline {
+                c.retries_refused_deadline.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            sleep(backoff).await;
+        }
+        c.retries.fetch_add(1, Ordering::Relaxed);
+        attempt += 1;
+    }
+}
+// ANCHOR_END: call
+
+/// Runs the experiment: starts calls on schedule for `config.duration`, calls
+/// `progress` with a snapshot every `every`, waits for the last calls to end,
+/// and returns the final snapshot.
+pub async fn run(config: Config, every: Duration, mut progress: impl FnMut(&Snapshot)) -> Snapshot {
+    let shared = Arc::new(Shared {
+        started: Instant::now(),
+        counters: Counters::default(),
+        server: Semaphore::new(config.capacity.max(1)),
+        throttle: Mutex::new(RetryThrottle::new(
+            config.budget_tokens,
+            config.budget_ratio,
+        )),
+        rng: Mutex::new(config.seed.max(1)),
+        config,
+    });
+    let total = (shared.config.rate * shared.config.duration.as_secs_f64()).round() as u64;
+    let interval = Duration::from_secs_f64(1.0 / shared.config.rate.max(1e-9));
+
+    let starter = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut calls = tokio::task::JoinSet::new();
+            for i in 0..total {
+                // Open loop: call i starts at its own time, not when call i-1 ends.
+                sleep_until(shared.started + interval.mul_f64(i as f64)).await;
+                shared.counters.calls.fetch_add(1, Ordering::Relaxed);
+                let every = shared.config.non_idempotent_every;
+                let idempotent = every == 0 || (i + 1) % every != 0;
+                let shared = shared.clone();
+                calls.spawn(async move {
+                    let counter = if call(&shared, idempotent).await {
+                        &shared.counters.succeeded
+                    } else {
+                        &shared.counters.failed
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            calls.join_all().await;
+        })
+    };
+
+    let mut ticks = tokio::time::interval_at(shared.started + every, every);
+    tokio::pin!(starter);
+    loop {
+        tokio::select! {
+            _ = &mut starter => break,
+            _ = ticks.tick() => progress(&shared.snapshot()),
+        }
+    }
+    shared.snapshot()
+}
+
+/// One progress line: rates since `before`, and the server's state now. Busy
+/// is the share of the server's capacity spent working, wasted work included.
+pub fn progress_line(now: &Snapshot, before: &Snapshot) -> String {
+    let secs = (now.elapsed - before.elapsed).as_secs_f64().max(1e-9);
+    let per_s = |a: u64, b: u64| (a - b) as f64 / secs;
+    format!(
+        "t={:>4.1}s  calls/s {:>5.0}  attempts/s {:>5.0}  ok/s {:>5.0}  failed/s {:>5.0}  \
+         queued {:>4}  busy {:>3.0}%{}",
+        now.elapsed.as_secs_f64(),
+        per_s(now.calls, before.calls),
+        per_s(now.attempts, before.attempts),
+        per_s(now.succeeded, before.succeeded),
+        per_s(now.failed, before.failed),
+        now.queued,
+        (now.busy - before.busy).as_secs_f64() / secs * 100.0 / now.capacity as f64,
+        now.tokens
+            .map(|t| format!("  budget tokens {t:>4.1}"))
+            .unwrap_or_default(),
+    )
+}
+
+/// A slow server, open-loop callers, and what their retries do to it.
+#[derive(clap::Parser, Clone, Debug)]
+#[command(name = "retry_storm", version)]
+pub struct Args {
+    /// How failed calls are retried
+    #[arg(long, value_enum, default_value_t = Policy::Naive)]
+    pub policy: Policy,
+    /// Seconds during which new calls arrive
+    #[arg(long, default_value_t = 12.0)]
+    pub duration: f64,
+    /// New calls per second (open loop)
+    #[arg(long, default_value_t = 60.0)]
+    pub rate: f64,
+    /// Attempts the server works on at once
+    #[arg(long, default_value_t = 4)]
+    pub capacity: usize,
+    /// Service time of one attempt on an idle server, in milliseconds
+    #[arg(long, default_value_t = 40)]
+    pub service_ms: u64,
+    /// The slow spell: from..until seconds into the run, and how many times slower
+    #[arg(long, default_value_t = 3.0)]
+    pub slow_from: f64,
+    #[arg(long, default_value_t = 5.0)]
+    pub slow_until: f64,
+    #[arg(long, default_value_t = 4.0)]
+    pub slow_factor: f64,
+    /// The caller's deadline, in milliseconds
+    #[arg(long, default_value_t = 300)]
+    pub deadline_ms: u64,
+    /// At most this many attempts per call
+    #[arg(long, default_value_t = 5)]
+    pub max_attempts: u32,
+    /// Run on tokio's virtual clock: the same experiment, in a fraction of the time
+    #[arg(long)]
+    pub virtual_time: bool,
+}
+
+impl Args {
+    pub fn config(&self) -> Config {
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        Config {
+            policy: self.policy,
+            duration: secs(self.duration),
+            rate: self.rate,
+            capacity: self.capacity,
+            service: Duration::from_millis(self.service_ms),
+            slow_from: secs(self.slow_from),
+            slow_until: secs(self.slow_until),
+            slow_factor: self.slow_factor,
+            deadline: Duration::from_millis(self.deadline_ms),
+            max_attempts: self.max_attempts.max(1),
+            ..Config::default()
+        }
+    }
+}
+
+/// The final summary, a few lines a reader can compare between policies.
+pub fn summary(config: &Config, s: &Snapshot) -> String {
+    let capacity_per_s = config.capacity as f64 / config.service.as_secs_f64();
+    format!(
+        "policy {:?}: {} calls at {}/s for {:.0} s; server capacity {} x {} ms = {:.0} attempts/s when idle\n\
+         calls      succeeded {} ({:.1}%), failed {}\n\
+         attempts   {} = {:.2} per call (retries {}; refused: budget {}, not idempotent {}, deadline {})\n\
+         server     busy {:.1} s, of which wasted on abandoned attempts {:.1} s ({:.0}%); longest line {}",
+        config.policy,
+        s.calls,
+        config.rate,
+        config.duration.as_secs_f64(),
+        config.capacity,
+        config.service.as_millis(),
+        capacity_per_s,
+        s.succeeded,
+        s.success_rate() * 100.0,
+        s.failed,
+        s.attempts,
+        s.amplification(),
+        s.retries,
+        s.retries_refused_budget,
+        s.retries_refused_idempotency,
+        s.retries_refused_deadline,
+        s.busy.as_secs_f64(),
+        s.wasted.as_secs_f64(),
+        if s.busy.is_zero() {
+            0.0
+        } else {
+            s.wasted.as_secs_f64() / s.busy.as_secs_f64() * 100.0
+        },
+        s.peak_queued,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_stops_retries_at_half_the_tokens_and_refills_on_success() {
+        let mut t = RetryThrottle::grpc_default();
+        assert!(t.allows_retry());
+        for _ in 0..4 {
+            t.on_failure();
+        }
+        assert!(t.allows_retry(), "6 tokens > 5");
+        t.on_failure();
+        assert!(!t.allows_retry(), "5 tokens is not more than half of 10");
+        for _ in 0..10 {
+            t.on_success(); // +0.1 each: 6.0
+        }
+        assert!(t.allows_retry());
+        for _ in 0..100 {
+            t.on_failure();
+        }
+        assert_eq!(t.tokens(), 0.0);
+    }
+}

@@ -1,0 +1,16 @@
+//! `cargo run --release --example latency_compare -- --calls 200`
+//!
+//! gRPC against REST, measured fairly: arms interleaved call by call, warm-up
+//! excluded, percentiles, every sample kept with `--csv`. `--fresh-connections`
+//! measures connection setup (resumed and full TLS handshakes, and the naive
+//! client that rebuilds everything per call); `--floor` adds a raw TCP
+//! ping-pong to compare against. The code is in `perf::latency` (chapter 10).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    perf::latency::run(perf::latency::Args::parse()).await
+}
