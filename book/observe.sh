@@ -381,4 +381,85 @@ observe ch09-drain-curl "curl -sS --cacert certs/ca.pem -H 'content-type: applic
 wait "$stack_pid" || true
 sed -i -e "s#$root/##g" "$out"/ch09-drain.txt
 
+# --- chapter 10: performance, measured ----------------------------------------
+# Steps 1-3: against the stack (a debug build of its own code, like `cargo run`),
+# then with the servers in the measuring process (--spawn). Kept short.
+ch06_wait_for_ports
+start_stack ch10-stack
+observe ch10-reused 'cargo run --release --example latency_compare -- --calls 200 --warmup 20 --floor --repeat 3'
+observe ch10-fresh 'cargo run --release --example latency_compare -- --calls 100 --warmup 5 --fresh-connections --floor'
+observe ch10-choose 'cargo run --release -p perf --bin choose_deadline -- --method SayHello REST --concurrency 8 --calls 500'
+stop_stack
+observe ch10-spawn 'cargo run --release --example latency_compare -- --calls 200 --warmup 20 --spawn --floor --csv target/ch10-samples.csv'
+head -4 "$root/target/ch10-samples.csv" > "$out/ch10-csv-head.txt"
+
+# --- chapter 10: deadlines ------------------------------------------------------
+# Steps 4-5: one slow call, a deadline too tight and one loose enough, over gRPC;
+# then the REST client's timeout over HTTP/2 and HTTP/1.1. The server logs say
+# what each server learned, and when.
+ch06_wait_for_ports
+start_server ch10-deadline-server grpc-server
+observe ch10-deadline-exceeded 'cargo run -p grpc-client -- --deadline 0.5 hello --name Ada --delay-ms 800'
+server_log ch10-deadline-exceeded-log
+observe ch10-deadline-eager 'cargo run -p grpc-client -- --connect eager --deadline 0.5 hello --name Ada --delay-ms 800'
+server_log ch10-deadline-eager-log
+observe ch10-deadline-ok 'cargo run -p grpc-client -- --deadline 2 hello --name Ada --delay-ms 800 --repeat 2'
+server_log ch10-deadline-ok-log
+
+# Step 6: the frontend on 50061 in front of that greeter. Started from its
+# binary, as `cargo run -p perf --bin frontend` would, with its own log.
+ch10_start_frontend() {
+    ch10_frontend_log=$(mktemp)
+    RUST_LOG=info "$root/target/debug/frontend" "$@" > "$ch10_frontend_log" 2>&1 &
+    ch10_frontend_pid=$!
+    for _ in $(seq 100); do
+        grep -q "server listening" "$ch10_frontend_log" && break
+        sleep 0.1
+    done
+    if ! grep -q "server listening" "$ch10_frontend_log"; then
+        echo "the frontend did not start; its log:" >&2
+        cat "$ch10_frontend_log" >&2
+        exit 1
+    fi
+    echo "\$ cargo run -p perf --bin frontend${*:+ -- $*}" > "$out/ch10-propagation-frontend.txt"
+    cat "$ch10_frontend_log" >> "$out/ch10-propagation-frontend.txt"
+    ch10_frontend_seen=$(wc -l < "$ch10_frontend_log")
+}
+# What the frontend logged since the last call, in observed/NAME.txt.
+ch10_frontend_log() {
+    sleep 0.5
+    tail -n +"$((ch10_frontend_seen + 1))" "$ch10_frontend_log" | sed -e "s#$root/##g" > "$out/$1.txt"
+    ch10_frontend_seen=$(wc -l < "$ch10_frontend_log")
+}
+ch10_start_frontend
+observe ch10-propagation-ok 'cargo run -p grpc-client -- --target https://localhost:50061 --deadline 2 hello --name Ada --delay-ms 800'
+ch10_frontend_log ch10-propagation-ok-frontend
+server_log ch10-propagation-ok-backend
+observe ch10-propagation-deadline 'cargo run -p grpc-client -- --target https://localhost:50061 --deadline 0.5 hello --name Ada --delay-ms 3000'
+ch10_frontend_log ch10-propagation-deadline-frontend
+server_log ch10-propagation-deadline-backend
+observe ch10-propagation-cancel 'cargo run -p grpc-client -- --target https://localhost:50061 --deadline 10 hello --name Ada --delay-ms 3000 --cancel-after 0.3'
+ch10_frontend_log ch10-propagation-cancel-frontend
+server_log ch10-propagation-cancel-backend
+observe ch10-propagation-fail-fast 'cargo run -p grpc-client -- --target https://localhost:50061 --deadline 0.04 hello --name Ada --delay-ms 800'
+ch10_frontend_log ch10-propagation-fail-fast-frontend
+server_log ch10-propagation-fail-fast-backend
+kill -INT "$ch10_frontend_pid" 2> /dev/null || true
+wait "$ch10_frontend_pid" || true
+rm -f "$ch10_frontend_log"
+stop_server ch10-deadline-server-stop
+
+start_server ch10-rest-timeout-server rest-server
+observe ch10-rest-timeout-h2 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada --delay-ms 800 --timeout 0.5'
+server_log ch10-rest-timeout-h2-log
+observe ch10-rest-timeout-h1 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada --delay-ms 800 --timeout 0.5 --http1'
+server_log ch10-rest-timeout-h1-log
+observe ch10-rest-timeout-ok 'cargo run --example rest_client -- https://localhost:8443/v1/greetings --name Ada --delay-ms 800 --timeout 2'
+server_log ch10-rest-timeout-ok-log
+stop_server ch10-rest-timeout-server-stop
+
+# Step 8: the retry storm, both policies, same settings (in-process; no ports).
+observe ch10-retry-naive 'cargo run -p perf --bin retry_storm -- --policy naive'
+observe ch10-retry-budgeted 'cargo run -p perf --bin retry_storm -- --policy budgeted'
+
 echo "observed outputs written to $out" >&2
