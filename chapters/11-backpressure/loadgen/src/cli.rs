@@ -1,0 +1,196 @@
+//! `cargo run -p loadgen -- ...`: the generator on its own, against a server
+//! you started yourself.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use grpc_client::channel::{Target, endpoint};
+use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
+use tonic::Code;
+
+use crate::{
+    ingest::ingest,
+    meta::RunMeta,
+    open_loop::{Counters, SendError, WhenFull, run_bounded},
+    report::{Summary, write_csv, write_json},
+    schedule::{Schedule, Step, parse_duration},
+};
+
+/// Open-loop load: sends at scheduled times whatever the server does, and
+/// counts every send it could not make.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "loadgen", version)]
+pub struct Args {
+    /// gRPC server to load
+    #[arg(long, global = true, default_value = "https://localhost:50051")]
+    pub target: String,
+    /// CA certificate that signed the server's [default: certs/ca.pem]
+    #[arg(long, global = true)]
+    pub ca: Option<PathBuf>,
+    /// Folder for the results (every send as CSV, the summary as JSON)
+    #[arg(long, global = true, default_value = "target/experiments/loadgen")]
+    pub out: PathBuf,
+    /// One step of the schedule, RATE/s:DURATION; repeat for a ramp
+    #[arg(
+        long = "step",
+        global = true,
+        value_name = "RATE/s:DURATION",
+        default_value = "80/s:10s"
+    )]
+    pub steps: Vec<Step>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// One client-streaming Ingest call, a message per slot; a slot that comes
+    /// due while a send is blocked is skipped
+    Ingest {
+        /// Bytes of pseudorandom payload per message
+        #[arg(long, default_value_t = 16 * 1024)]
+        message_bytes: usize,
+        /// Seed of the payload bytes
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Independent unary SayHello calls, at most --max-in-flight at once
+    Hello {
+        #[arg(long, default_value_t = 64)]
+        max_in_flight: usize,
+        /// What a slot does when every place is busy
+        #[arg(long, value_enum, default_value = "defer")]
+        when_full: WhenFull,
+        /// Each call's deadline
+        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        deadline: Duration,
+        /// How long the server works on each call
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u32,
+    },
+}
+
+/// Runs the generator, printing a progress line every second, then the
+/// summary and the paths of the files written.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let target = Target {
+        url: args.target.clone(),
+        ca: args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca),
+        identity: None,
+    };
+    let channel = endpoint(&target)?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", args.target))?;
+    let schedule = Schedule {
+        steps: args.steps.clone(),
+    };
+    let slots = schedule.slots();
+    eprintln!(
+        "{} slots over {:.1} s against {}",
+        slots.len(),
+        schedule.duration().as_secs_f64(),
+        args.target
+    );
+    let counters = Arc::new(Counters::default());
+    let progress = tokio::spawn(progress(counters.clone()));
+    let (records, extra) = match args.command {
+        Command::Ingest {
+            message_bytes,
+            seed,
+        } => {
+            let run = ingest(channel, &slots, message_bytes, seed, &counters).await;
+            let reply = match &run.reply {
+                Ok(r) => format!(
+                    "server: received {} processed {} bytes {}; call took {:.2} s",
+                    r.received,
+                    r.processed,
+                    r.bytes_received,
+                    run.call_duration.as_secs_f64()
+                ),
+                Err(status) => {
+                    format!("the call failed: {:?}: {}", status.code(), status.message())
+                }
+            };
+            (run.records, reply)
+        }
+        Command::Hello {
+            max_in_flight,
+            when_full,
+            deadline,
+            delay_ms,
+        } => {
+            let client = GreeterClient::new(channel);
+            let drain = deadline + Duration::from_secs(1);
+            let records = run_bounded(
+                &slots,
+                max_in_flight,
+                when_full,
+                drain,
+                counters.clone(),
+                |slot| {
+                    let mut client = client.clone();
+                    let mut request = tonic::Request::new(HelloRequest {
+                        name: format!("slot {}", slot.index),
+                        delay_ms,
+                    });
+                    request.set_timeout(deadline);
+                    async move {
+                        client
+                            .say_hello(request)
+                            .await
+                            .map(drop)
+                            .map_err(|status| SendError {
+                                code: code_name(status.code()),
+                                fatal: false,
+                            })
+                    }
+                },
+            )
+            .await;
+            (records, String::new())
+        }
+    };
+    progress.abort();
+    let summary = Summary::by_step(&records);
+    let total = Summary::of(&records);
+    if summary.len() > 1 {
+        for (i, (step, s)) in schedule.steps.iter().zip(&summary).enumerate() {
+            println!("step {i} ({step}):\n{s}");
+        }
+    }
+    println!("{total}");
+    if !extra.is_empty() {
+        println!("{extra}");
+    }
+    let csv = args.out.join("sends.csv");
+    let json = args.out.join("summary.json");
+    write_csv(&csv, &records)?;
+    write_json(
+        &json,
+        &serde_json::json!({ "meta": RunMeta::now(), "total": total, "steps": summary, "server": extra }),
+    )?;
+    println!("wrote {} and {}", csv.display(), json.display());
+    Ok(())
+}
+
+/// Prints the counters once a second while a run lasts.
+pub async fn progress(counters: Arc<Counters>) {
+    let started = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        eprintln!(
+            "{:5.1} s  {}",
+            started.elapsed().as_secs_f64(),
+            counters.line()
+        );
+    }
+}
+
+/// `DEADLINE_EXCEEDED`, the name every gRPC implementation prints.
+pub fn code_name(code: Code) -> String {
+    proto::status::info(code).name.to_string()
+}

@@ -1,0 +1,72 @@
+//! The client side of chapter 11: one long client-streaming `Ingest` call fed
+//! on a schedule, one message per slot.
+
+use std::time::Duration;
+
+use proto::ingest::v1::{Payload, Summary as Reply, ingest_client::IngestClient};
+use rand::{RngCore, SeedableRng, rngs::StdRng};
+use tokio::{sync::mpsc, time::Instant};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use crate::{
+    open_loop::{Counters, SendError, SlotRecord, run_skipping},
+    schedule::Slot,
+};
+
+/// What one `Ingest` call did: every slot's record, and how the call ended.
+#[derive(Debug)]
+pub struct IngestRun {
+    pub records: Vec<SlotRecord>,
+    pub reply: Result<Reply, tonic::Status>,
+    /// From opening the call to its reply (or failure).
+    pub call_duration: Duration,
+}
+
+// ANCHOR: ingest
+/// Streams one `message_bytes` message per slot. The stream is fed through a
+/// channel with room for one message, so a send completes only once tonic has
+/// taken the previous one: when HTTP/2 flow control stops tonic, the send
+/// blocks, and slots that come due meanwhile are skipped.
+pub async fn ingest(
+    channel: Channel,
+    slots: &[Slot],
+    message_bytes: usize,
+    seed: u64,
+    counters: &Counters,
+) -> IngestRun {
+    let started = Instant::now();
+    let (tx, rx) = mpsc::channel::<Payload>(1);
+    let mut client = IngestClient::new(channel).max_decoding_message_size(usize::MAX);
+    let call = tokio::spawn(async move { client.ingest(ReceiverStream::new(rx)).await });
+    let mut rng = StdRng::seed_from_u64(seed);
+    let records = run_skipping(slots, counters, |slot| {
+        let mut data = vec![0; message_bytes];
+        rng.fill_bytes(&mut data);
+        let tx = &tx;
+        async move {
+            let payload = Payload {
+                seq: slot.index,
+                data,
+            };
+            tx.send(payload).await.map_err(|_| SendError {
+                code: "stream closed".into(),
+                fatal: true,
+            })
+        }
+    })
+    .await;
+    drop(tx); // the end of the stream: the server answers with its Summary
+    let reply = match call.await {
+        Ok(result) => result.map(tonic::Response::into_inner),
+        Err(e) => Err(tonic::Status::internal(format!(
+            "the call's task failed: {e}"
+        ))),
+    };
+    IngestRun {
+        records,
+        reply,
+        call_duration: started.elapsed(),
+    }
+}
+// ANCHOR_END: ingest
