@@ -22,9 +22,10 @@ use crate::{
 #[derive(Parser, Debug, Clone)]
 #[command(name = "loadgen", version)]
 pub struct Args {
-    /// gRPC server to load
-    #[arg(long, global = true, default_value = "https://localhost:50051")]
-    pub target: String,
+    /// gRPC server to load [default: https://localhost:50071 for ingest (the
+    /// ingest server), https://localhost:50051 for hello (the stack)]
+    #[arg(long, global = true)]
+    pub target: Option<String>,
     /// CA certificate that signed the server's [default: certs/ca.pem]
     #[arg(long, global = true)]
     pub ca: Option<PathBuf>,
@@ -74,15 +75,22 @@ pub enum Command {
 /// Runs the generator, printing a progress line every second, then the
 /// summary and the paths of the files written.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let url = args.target.clone().unwrap_or_else(|| {
+        match args.command {
+            Command::Ingest { .. } => "https://localhost:50071",
+            Command::Hello { .. } => "https://localhost:50051",
+        }
+        .to_string()
+    });
     let target = Target {
-        url: args.target.clone(),
+        url: url.clone(),
         ca: args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca),
         identity: None,
     };
     let channel = endpoint(&target)?
         .connect()
         .await
-        .with_context(|| format!("cannot connect to {}", args.target))?;
+        .with_context(|| format!("cannot connect to {url}"))?;
     let schedule = Schedule {
         steps: args.steps.clone(),
     };
@@ -91,7 +99,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "{} slots over {:.1} s against {}",
         slots.len(),
         schedule.duration().as_secs_f64(),
-        args.target
+        url
     );
     let counters = Arc::new(Counters::default());
     let progress = tokio::spawn(progress(counters.clone()));

@@ -1,4 +1,5 @@
 //! SVG charts for the experiment chapters (11-14): time series and curves,
+//! and bar charts with whiskers ([`bars`]),
 //! stacked in panels that share the x axis. plotters' SVG backend writes text
 //! as `<text>` elements, so no font is needed here; the browser draws them.
 
@@ -114,6 +115,86 @@ fn draw(
     Ok(())
 }
 
+/// One bar: a value (say a median) and the range around it (say min to max
+/// over repeats), drawn as a whisker.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    pub label: String,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// One bar chart of a figure; bars are drawn left to right in order.
+#[derive(Debug, Clone)]
+pub struct BarPanel {
+    pub y_label: String,
+    pub bars: Vec<Bar>,
+}
+
+/// Draws bar charts one above the other, 720 pixels wide; each bar's label
+/// is written under it, and each y axis starts at 0.
+pub fn bars(path: &Path, title: &str, panels: &[BarPanel]) -> anyhow::Result<()> {
+    draw_bars(path, title, panels).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+}
+
+fn draw_bars(
+    path: &Path,
+    title: &str,
+    panels: &[BarPanel],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let height = 60 + 260 * panels.len() as u32;
+    let root = SVGBackend::new(path, (720, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 20))?;
+    for (area, panel) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
+        let n = panel.bars.len().max(1);
+        let y_max = panel
+            .bars
+            .iter()
+            .map(|b| b.high.max(b.value))
+            .fold(0.0, f64::max);
+        let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(12)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..n as f64, 0.0..y_max)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .disable_x_axis()
+            .y_desc(&panel.y_label)
+            .draw()?;
+        for (i, bar) in panel.bars.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let x = i as f64;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x + 0.15, 0.0), (x + 0.85, bar.value)],
+                color.mix(0.8).filled(),
+            )))?;
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x + 0.5, bar.low), (x + 0.5, bar.high)],
+                BLACK.stroke_width(2),
+            )))?;
+            for y in [bar.low, bar.high] {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(x + 0.4, y), (x + 0.6, y)],
+                    BLACK.stroke_width(2),
+                )))?;
+            }
+            // The label sits just above the whisker, so it never hides the bar.
+            chart.draw_series(std::iter::once(Text::new(
+                bar.label.clone(),
+                (x + 0.15, bar.high.max(bar.value) + y_max * 0.03),
+                ("sans-serif", 13),
+            )))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +214,27 @@ mod tests {
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"));
         for text in ["Title", "time (s)", "top a", "top b", "bottom a", "depth"] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+    }
+
+    #[test]
+    fn bar_charts_name_every_bar() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bars.svg");
+        let bar = |label: &str, value: f64| Bar {
+            label: label.into(),
+            value,
+            low: value * 0.9,
+            high: value * 1.1,
+        };
+        let panel = BarPanel {
+            y_label: "calls/s".into(),
+            bars: vec![bar("arm a", 100.0), bar("arm b", 750.0)],
+        };
+        bars(&path, "Capacity", &[panel]).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in ["Capacity", "calls/s", "arm a", "arm b"] {
             assert!(svg.contains(text), "{text} missing");
         }
     }

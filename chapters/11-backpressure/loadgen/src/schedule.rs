@@ -127,7 +127,7 @@ pub struct DisplayDuration(pub Duration);
 impl fmt::Display for DisplayDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_secs_f64() * 1e3;
-        if ms < 1000.0 {
+        if ms > 0.0 && ms < 1000.0 {
             write!(f, "{}ms", (ms * 1000.0).round() / 1000.0)
         } else {
             write!(f, "{}s", self.0.as_secs_f64())

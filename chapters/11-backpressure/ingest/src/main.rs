@@ -1,0 +1,22 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use ingest::{Args, Command};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let result = match Args::parse().command {
+        Command::Serve(args) => {
+            grpc_server::init_tracing();
+            ingest::server::serve(args, |_| {}).await
+        }
+        Command::Compare(args) => ingest::compare::compare(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

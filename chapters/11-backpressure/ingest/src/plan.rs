@@ -1,0 +1,108 @@
+//! How long the worker takes per message, by phase: `10ms@0s,40ms@12s,10ms@24s`
+//! means 10 ms from the start, 40 ms from second 12, 10 ms again from second 24.
+
+use std::{fmt, str::FromStr, time::Duration};
+
+use loadgen::schedule::{DisplayDuration, parse_duration};
+
+/// Service time by phase. The time is chosen when service of a message starts:
+/// a message that starts at 11.99 s takes 10 ms even though it ends in the slow phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServicePlan {
+    /// (from, service time), sorted by `from`, the first one from zero.
+    phases: Vec<(Duration, Duration)>,
+}
+
+impl ServicePlan {
+    pub fn constant(service: Duration) -> ServicePlan {
+        ServicePlan {
+            phases: vec![(Duration::ZERO, service)],
+        }
+    }
+
+    /// The service time for a message whose service starts `at` after the epoch.
+    pub fn at(&self, at: Duration) -> Duration {
+        self.phases
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= at)
+            .map_or(self.phases[0].1, |(_, service)| *service)
+    }
+
+    pub fn phases(&self) -> &[(Duration, Duration)] {
+        &self.phases
+    }
+
+    /// The same plan with every time (phase starts and service times) multiplied
+    /// by `factor`: a shorter run with the same shape and the same ratios.
+    pub fn scaled(&self, factor: f64) -> ServicePlan {
+        ServicePlan {
+            phases: self
+                .phases
+                .iter()
+                .map(|(from, service)| (from.mul_f64(factor), service.mul_f64(factor)))
+                .collect(),
+        }
+    }
+}
+
+impl FromStr for ServicePlan {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ServicePlan, String> {
+        let mut phases = Vec::new();
+        for part in text.split(',') {
+            let (service, from) = part.split_once('@').ok_or_else(|| {
+                format!("`{part}` is not a phase; write SERVICE@FROM, e.g. 40ms@12s")
+            })?;
+            phases.push((
+                parse_duration(from.trim())?,
+                parse_duration(service.trim())?,
+            ));
+        }
+        if phases.first().map(|p| p.0) != Some(Duration::ZERO) {
+            return Err(format!("`{text}`: the first phase must start at 0s"));
+        }
+        if phases.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(format!("`{text}`: phases must start in increasing order"));
+        }
+        Ok(ServicePlan { phases })
+    }
+}
+
+impl fmt::Display for ServicePlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .phases
+            .iter()
+            .map(|(from, service)| {
+                format!("{}@{}", DisplayDuration(*service), DisplayDuration(*from))
+            })
+            .collect();
+        write!(f, "{}", parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_time_is_the_phase_in_force_when_service_starts() {
+        let plan: ServicePlan = "10ms@0s,40ms@12s,10ms@24s".parse().unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(plan.at(ms(0)), ms(10));
+        assert_eq!(plan.at(ms(11_999)), ms(10));
+        assert_eq!(plan.at(ms(12_000)), ms(40));
+        assert_eq!(plan.at(ms(30_000)), ms(10));
+        assert_eq!(plan.to_string(), "10ms@0s,40ms@12s,10ms@24s");
+        assert_eq!(plan.scaled(0.5).at(ms(6_000)), ms(20));
+    }
+
+    #[test]
+    fn bad_plans_are_refused_with_a_reason() {
+        for bad in ["40ms@12s", "10ms", "10ms@0s,40ms@12s,10ms@6s", "ten@0s"] {
+            assert!(bad.parse::<ServicePlan>().is_err(), "{bad}");
+        }
+    }
+}
