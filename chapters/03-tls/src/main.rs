@@ -13,13 +13,7 @@ fn main() -> ExitCode {
     } else {
         create(&pki, args.force)
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(result)
 }
 
 fn create(pki: &Pki, force: bool) -> anyhow::Result<()> {

@@ -13,11 +13,5 @@ async fn main() -> ExitCode {
         let server = BoundServer::bind(&args).await?;
         server.serve(grpc_server::shutdown_signal()).await
     };
-    match result.await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(result.await)
 }

@@ -58,13 +58,7 @@ pub fn main() -> ExitCode {
         let signal = grpc_server::shutdown_signal();
         stack.run_until(signal).await
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(result)
 }
 
 /// Both servers, bound and serving.

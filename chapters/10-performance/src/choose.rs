@@ -127,13 +127,7 @@ pub async fn closed_loop(
 }
 
 pub async fn run(args: Args) -> ExitCode {
-    match run_inner(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(run_inner(args).await)
 }
 
 async fn run_inner(args: Args) -> anyhow::Result<()> {

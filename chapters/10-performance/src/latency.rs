@@ -681,13 +681,7 @@ fn cpus_allowed() -> String {
 
 /// The program: set up the arms, measure, print, write the CSV.
 pub async fn run(args: Args) -> ExitCode {
-    match run_inner(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(run_inner(args).await)
 }
 
 async fn run_inner(args: Args) -> anyhow::Result<()> {

@@ -10,11 +10,5 @@ use perf::propagation::{Args, run};
 async fn main() -> ExitCode {
     grpc_server::init_tracing();
     let args = Args::parse();
-    match run(&args, grpc_server::shutdown_signal()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(run(&args, grpc_server::shutdown_signal()).await)
 }
