@@ -462,4 +462,29 @@ stop_server ch10-rest-timeout-server-stop
 observe ch10-retry-naive 'cargo run -p perf --bin retry_storm -- --policy naive'
 observe ch10-retry-budgeted 'cargo run -p perf --bin retry_storm -- --policy budgeted'
 
+# --- chapter 11: flow control is not backpressure ------------------------------
+# The experiment's quick mode (about 30 s): an unbounded and a reserve-before-
+# receive server, each a fresh process on a free port, under the same open-loop
+# load. Its table and plots go beside its output.
+observe ch11-quick 'cargo run -p ingest -- compare --quick'
+cp "$root/target/experiments/ch11/summary.md" "$out/ch11-quick-summary.md"
+mv "$root/target/experiments/ch11/queue.svg" "$out/ch11-quick-queue.svg"
+mv "$root/target/experiments/ch11/sends.svg" "$out/ch11-quick-sends.svg"
+
+# By hand (about 10 s): a server that stops after one call, started from its
+# binary as `cargo run -p ingest -- serve` would; it writes its address to a
+# ready file once it listens. Then the load generator against it.
+ch11_ready=$(mktemp -u)
+echo "\$ cargo run -p ingest -- serve --plan 40ms@0s --calls 1" > "$out/ch11-serve.txt"
+"$root/target/debug/ingest" serve --plan 40ms@0s --calls 1 --ready-file "$ch11_ready" >> "$out/ch11-serve.txt" 2>&1 &
+ch11_pid=$!
+for _ in $(seq 100); do
+    [ -s "$ch11_ready" ] && break
+    sleep 0.1
+done
+observe ch11-loadgen 'cargo run -p loadgen -- --step 80/s:3s ingest'
+wait "$ch11_pid" || true
+rm -f "$ch11_ready"
+sed -i -e "s#$root/##g" "$out/ch11-serve.txt"
+
 echo "observed outputs written to $out" >&2

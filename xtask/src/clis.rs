@@ -31,6 +31,8 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("rest-server", "rest-server", parse::<rest_server::Args>),
     ("streaming", "flow_control", parse::<streaming::cli::Args>),
     ("stack", "stack", parse::<stack::Args>),
+    ("loadgen", "loadgen", parse::<loadgen::cli::Args>),
+    ("ingest", "ingest", parse::<ingest::Args>),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];
 

@@ -21,6 +21,8 @@ pub struct BudgetChange {
 #[derive(Debug)]
 struct State {
     budget: usize,
+    /// The highest budget allowed: the queue's physical capacity K.
+    ceiling: usize,
     pending: usize,
     changes: Vec<(std::time::Duration, BudgetChange)>,
 }
@@ -40,9 +42,19 @@ pub struct Gate {
 
 impl Gate {
     pub fn new(budget: usize) -> Arc<Gate> {
+        Gate::with_ceiling(budget, usize::MAX)
+    }
+
+    /// A gate over a queue of `capacity` places: its budget is kept within
+    /// `1..=capacity`, whatever `set_budget` is asked. A budget above K would
+    /// let the handler take a reservation that no queue place can back, and
+    /// count K + 1 pending.
+    pub fn with_ceiling(budget: usize, capacity: usize) -> Arc<Gate> {
+        let ceiling = capacity.max(1);
         Arc::new(Gate {
             state: Mutex::new(State {
-                budget: budget.max(1),
+                budget: budget.clamp(1, ceiling),
+                ceiling,
                 pending: 0,
                 changes: Vec::new(),
             }),
@@ -71,10 +83,11 @@ impl Gate {
         }
     }
 
-    /// Changes `B`. Raising it wakes waiting reservations at once.
+    /// Changes `B` (kept within `1..=K`). Raising it wakes waiting
+    /// reservations at once.
     pub fn set_budget(&self, budget: usize, reason: &str) {
-        let budget = budget.max(1);
         let mut state = self.state.lock().expect("gate lock");
+        let budget = budget.clamp(1, state.ceiling);
         if budget != state.budget {
             let change = BudgetChange {
                 from: state.budget,
@@ -168,6 +181,17 @@ mod tests {
             .await
             .expect("0 pending < B");
         assert_eq!(gate.changes()[0].1.to, 1);
+    }
+
+    #[test]
+    fn the_budget_never_exceeds_the_queue_capacity() {
+        let gate = Gate::with_ceiling(8, 4);
+        assert_eq!(gate.budget(), 4);
+        gate.set_budget(100, "test");
+        assert_eq!(gate.budget(), 4);
+        gate.set_budget(0, "test");
+        assert_eq!(gate.budget(), 1);
+        assert_eq!(gate.changes().len(), 1, "4 -> 4 is no change");
     }
 
     #[tokio::test(start_paused = true)]

@@ -112,7 +112,7 @@ impl Ingestor {
             }
             Policy::Reserve { capacity, budget } => {
                 let (tx, rx) = mpsc::channel(capacity.max(1));
-                let gate = Gate::new(budget.min(capacity).max(1));
+                let gate = Gate::with_ceiling(budget, capacity);
                 (Queue::Bounded { tx, gate }, Receiver::Bounded(rx))
             }
         };
@@ -209,7 +209,7 @@ impl Ingestor {
             };
             let Some(job) = job else { return };
             let dequeued = Instant::now();
-            self.totals.dequeued.fetch_add(1, Ordering::Relaxed);
+            let n = self.totals.dequeued.fetch_add(1, Ordering::Relaxed);
             if job.enqueued < free_since {
                 // The message was already waiting when this worker became free.
                 self.recorder.idle_with_backlog(dequeued - free_since);
@@ -224,7 +224,7 @@ impl Ingestor {
                 reservation,
             } = job;
             drop(reservation); // dequeued: being served, no longer pending
-            sleep(self.plan.at(dequeued - epoch)).await;
+            sleep(self.plan.service_time(dequeued - epoch, n)).await;
             drop(data); // processed
             free_since = Instant::now();
             let at = |t| self.recorder.since_start(t);
@@ -276,9 +276,23 @@ impl Ingest for IngestService {
         &self,
         request: Request<Streaming<Payload>>,
     ) -> Result<Response<Summary>, Status> {
-        let result = self.0.clone().receive(request.into_inner()).await;
-        self.0.calls_done.send_modify(|n| *n += 1);
-        result.map(Response::new)
+        // Counted on the way out however the call ends, including when the
+        // client cancels and tonic drops this future mid-await.
+        let _done = CallDone(&self.0.calls_done);
+        self.0
+            .clone()
+            .receive(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
+
+/// Adds one to `calls_done` when dropped.
+struct CallDone<'a>(&'a watch::Sender<u64>);
+
+impl Drop for CallDone<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n += 1);
     }
 }
 

@@ -1,0 +1,196 @@
+//! The server as the experiment runs it (`ingest serve --calls 1`), in this
+//! process over real TLS on port 0: it announces its address in the ready
+//! file, serves one call, stops, and leaves its records behind. Then the
+//! command lines that must be refused, each with a reason and no panic.
+
+use std::{path::Path, process::Command, sync::Arc, time::Duration};
+
+use clap::Parser;
+use grpc_client::channel::{Target, endpoint};
+use ingest::{Args, Command as Sub, server::ServeArgs};
+use loadgen::{Counters, Schedule, ingest::ingest};
+
+fn serve_args(words: &[&str]) -> ServeArgs {
+    let args = Args::try_parse_from(["ingest", "serve"].iter().chain(words)).expect("parses");
+    match args.command {
+        Sub::Serve(serve) => serve,
+        other => panic!("not serve: {other:?}"),
+    }
+}
+
+fn header(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_call_leaves_messages_timeline_budget_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = certs::Pki::new(dir.path().join("certs"));
+    pki.generate(false).unwrap();
+    let record = dir.path().join("record");
+    let ready = dir.path().join("ready");
+    let args = serve_args(&[
+        "--addr",
+        "127.0.0.1:0",
+        "--certs-dir",
+        pki.path("").to_str().unwrap(),
+        "--calls",
+        "1",
+        "--capacity",
+        "8",
+        "--budget",
+        "4",
+        "--plan",
+        "5ms@0s,10ms@200ms",
+        "--record",
+        record.to_str().unwrap(),
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let server = tokio::spawn(ingest::server::serve(args, |_| {}));
+
+    let mut addr = None;
+    for _ in 0..300 {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            addr = Some(
+                text.trim()
+                    .parse::<std::net::SocketAddr>()
+                    .expect("an address"),
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let addr = addr.expect("the server wrote its ready file");
+    let target = Target {
+        url: format!("https://localhost:{}", addr.port()),
+        ca: pki.ca_cert(),
+        identity: None,
+    };
+    let channel = endpoint(&target).unwrap().connect().await.unwrap();
+    let slots = Schedule::constant(40.0, Duration::from_millis(500)).slots();
+    let run = ingest(channel, &slots, 1024, 1, &Arc::new(Counters::default())).await;
+    let reply = run.reply.expect("the call succeeds");
+    let sent = run.records.iter().filter(|r| r.started.is_some()).count() as u64;
+    assert_eq!((reply.received, reply.processed), (sent, sent));
+
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("--calls 1 stops the server after the call")
+        .unwrap()
+        .expect("the server ran cleanly");
+
+    assert_eq!(
+        header(&record.join("messages.csv")),
+        "stream,seq,admission_wait_ms,enqueued_ms,dequeued_ms,service_end_ms,queue_ms,service_ms,worker"
+    );
+    let messages = std::fs::read_to_string(record.join("messages.csv")).unwrap();
+    assert_eq!(
+        messages.lines().count() as u64,
+        sent + 1,
+        "one row per message"
+    );
+    assert_eq!(
+        header(&record.join("timeline.csv")),
+        "at_ms,queued,pending,budget,received,processed,rss_kib"
+    );
+    let timeline = ingest::compare::column(&record.join("timeline.csv"), "budget").unwrap();
+    assert!(!timeline.is_empty() && timeline.iter().all(|b| *b == 4.0));
+    assert_eq!(header(&record.join("budget.csv")), "at_ms,from,to,reason");
+
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(record.join("server.json")).unwrap()).unwrap();
+    for key in [
+        "policy",
+        "plan",
+        "workers",
+        "sample_every_ms",
+        "epoch_ms",
+        "processed",
+        "max_queued",
+        "max_pending",
+        "rss_kib_first",
+        "rss_kib_max",
+        "idle_with_backlog_ms",
+    ] {
+        assert!(!json[key].is_null(), "server.json lacks {key}: {json:#}");
+    }
+    assert_eq!(json["policy"], "Reserve { capacity: 8, budget: 4 }");
+    assert_eq!(json["plan"], "5ms@0s,10ms@200ms");
+    assert_eq!(json["processed"], sent);
+    assert!(json["max_pending"].as_u64().unwrap() <= 4);
+    for key in ["program", "args", "version", "build", "started_unix_s"] {
+        assert!(!json["meta"][key].is_null(), "meta lacks {key}");
+    }
+    assert!(json["meta"]["machine"]["cpus"].as_u64().unwrap() >= 1);
+}
+
+/// Runs the real binary and returns (exit code, stderr).
+fn ingest_bin(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(args)
+        .env("CERTS_DIR", "/nonexistent/ch11-test-certs")
+        .output()
+        .expect("runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_command_lines_are_refused_with_a_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["serve", "--budget", "0"],
+            "--budget 0 must be between 1 and --capacity 32",
+        ),
+        (
+            &["serve", "--capacity", "8", "--budget", "9"],
+            "--budget 9 must be between 1 and --capacity 8",
+        ),
+        (
+            &["serve", "--capacity", "0"],
+            "--capacity must be at least 1",
+        ),
+        (
+            &["serve", "--plan", "40ms@12s"],
+            "the first phase must start at 0s",
+        ),
+        (&["serve", "--plan", "fast@0s"], "is not a duration"),
+        (&["compare", "--plan", "10ms@0s,5ms@0s"], "increasing order"),
+        (
+            &["compare", "--rate", "0", "--out", "/nonexistent/x"],
+            "--rate must be above 0",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (code, stderr) = ingest_bin(args);
+        assert!(
+            matches!(code, Some(c) if c != 0),
+            "{args:?} exited {code:?}"
+        );
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bad_steps_are_refused_by_the_load_generator_parser() {
+    for (step, expected) in [
+        ("80:10s", "is not a step"),
+        ("0/s:10s", "must be above 0"),
+        ("80/s:ten", "is not a duration"),
+    ] {
+        let error = loadgen::cli::Args::try_parse_from(["loadgen", "--step", step, "ingest"])
+            .expect_err(step)
+            .to_string();
+        assert!(error.contains(expected), "{step}: {error}");
+    }
+    loadgen::cli::Args::try_parse_from(["loadgen", "--step", "80/s:3s", "ingest"]).unwrap();
+}
