@@ -487,4 +487,15 @@ wait "$ch11_pid" || true
 rm -f "$ch11_ready"
 sed -i -e "s#$root/##g" "$out/ch11-serve.txt"
 
+# --- chapter 13: wait, reject, retry or drop -----------------------------------
+# Quick mode (about 40 s, a debug build like the reader's first run): every
+# policy at 0.5, 1, 2 and 3x capacity, 1.5 s each, on an in-process server.
+# The chapter's table and charts come from the full run in book/src/results/ch13/.
+observe ch13-quick 'cargo run -p overload -- --quick'
+mv "$root/target/experiments/ch13/goodput.svg" "$out/ch13-quick-goodput.svg"
+mv "$root/target/experiments/ch13/wasted.svg" "$out/ch13-quick-wasted.svg"
+mv "$root/target/experiments/ch13/amplification.svg" "$out/ch13-quick-amplification.svg"
+observe ch13-bad-load 'cargo run -p overload -- --loads 0.5,zero'
+observe ch13-bad-warmup 'cargo run -p overload -- --step 1s --warmup 2s'
+
 echo "observed outputs written to $out" >&2

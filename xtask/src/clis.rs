@@ -32,6 +32,7 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("streaming", "flow_control", parse::<streaming::cli::Args>),
     ("stack", "stack", parse::<stack::Args>),
     ("loadgen", "loadgen", parse::<loadgen::cli::Args>),
+    ("overload", "overload", parse::<overload::Args>),
     ("ingest", "ingest", parse::<ingest::Args>),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];

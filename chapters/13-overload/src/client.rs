@@ -1,0 +1,300 @@
+//! The caller's side: one overall deadline per call, and what to do when an
+//! attempt is refused with RESOURCE_EXHAUSTED.
+//!
+//! [`Retry::Naive`] tries again at once, up to `max_attempts`. [`Retry::Budgeted`]
+//! is chapter 10's fix: back off exponentially with full jitter, and retry only
+//! while gRPC's retry throttle ([`perf::retry::RetryThrottle`], shared by every
+//! call to the server) has tokens to spare. Both stop when the call's deadline
+//! has no room left for another attempt.
+
+use std::{future::Future, sync::Mutex, time::Duration};
+
+use perf::retry::RetryThrottle;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use serde::Serialize;
+use tokio::time::{Instant, sleep};
+use tonic::Code;
+
+/// How a caller treats a refused attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Retry {
+    /// One attempt per call.
+    Off,
+    /// Again at once, up to `max_attempts`.
+    Naive,
+    /// Backoff with full jitter, under the retry throttle's budget.
+    Budgeted,
+}
+
+/// The retry settings of every call.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RetryRules {
+    pub retry: Retry,
+    /// Attempts per call, the first included.
+    pub max_attempts: u32,
+    /// Backoff before retry n is random in [0, min(cap, base * 2^(n-1))].
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+}
+
+/// Why a failed call was not tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// The policy does not retry.
+    Off,
+    /// A failure that retrying cannot fix here (the deadline passed, or a bug).
+    NotRetryable,
+    /// `max_attempts` reached.
+    Attempts,
+    /// The retry throttle's bucket is at or below half.
+    Budget,
+    /// The backoff would end after the call's deadline.
+    Deadline,
+}
+
+/// After a failed attempt: try again after a pause, or stop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Next {
+    RetryAfter(Duration),
+    Stop(Stop),
+}
+
+impl RetryRules {
+    // ANCHOR: decide
+    /// Attempt number `attempt` (from 1) failed with `code`, `remaining` is
+    /// left of the call's deadline, and the throttle says whether it `allows`
+    /// a retry. `random` is uniform in [0, 1), for the jitter.
+    pub fn after_failure(
+        &self,
+        attempt: u32,
+        code: Code,
+        remaining: Duration,
+        allows: bool,
+        random: f64,
+    ) -> Next {
+        if self.retry == Retry::Off {
+            return Next::Stop(Stop::Off);
+        }
+        // Only a refusal is retried: the server did no work on it, so trying
+        // again is safe; DEADLINE_EXCEEDED means the caller's time is up.
+        if code != Code::ResourceExhausted {
+            return Next::Stop(Stop::NotRetryable);
+        }
+        if attempt >= self.max_attempts {
+            return Next::Stop(Stop::Attempts);
+        }
+        if self.retry == Retry::Naive {
+            return Next::RetryAfter(Duration::ZERO);
+        }
+        if !allows {
+            return Next::Stop(Stop::Budget);
+        }
+        let ceiling = self
+            .backoff_base
+            .saturating_mul(1 << (attempt - 1).min(16))
+            .min(self.backoff_cap);
+        let backoff = ceiling.mul_f64(random);
+        if backoff >= remaining {
+            return Next::Stop(Stop::Deadline);
+        }
+        Next::RetryAfter(backoff)
+    }
+    // ANCHOR_END: decide
+}
+
+/// What the callers share: the retry throttle and the jitter's random numbers.
+pub struct Shared {
+    pub throttle: Mutex<RetryThrottle>,
+    rng: Mutex<StdRng>,
+}
+
+impl Shared {
+    pub fn new(throttle: RetryThrottle, seed: u64) -> Shared {
+        Shared {
+            throttle: Mutex::new(throttle),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        }
+    }
+
+    fn random(&self) -> f64 {
+        self.rng.lock().unwrap().random::<f64>()
+    }
+
+    // ANCHOR: budget
+    /// Every attempt's result goes into the bucket: a success deposits
+    /// `ratio` of a token, a failure withdraws one. The answer: may a failed
+    /// call retry now?
+    pub fn attempt_ended(&self, ok: bool) -> bool {
+        let mut throttle = self.throttle.lock().unwrap();
+        if ok {
+            throttle.on_success();
+        } else {
+            throttle.on_failure();
+        }
+        throttle.allows_retry()
+    }
+    // ANCHOR_END: budget
+}
+
+/// How one call ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallResult {
+    pub result: Result<(), Code>,
+    /// Attempts made, the first included: the call's amplification.
+    pub attempts: u32,
+    /// Why a failed call stopped.
+    pub stop: Option<Stop>,
+}
+
+// ANCHOR: call
+/// One call: attempts until one succeeds or the rules say stop. `attempt`
+/// makes one attempt with the time it is given (what is left of the deadline).
+pub async fn call<F, Fut>(
+    rules: &RetryRules,
+    shared: &Shared,
+    deadline: Instant,
+    mut attempt: F,
+) -> CallResult
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: Future<Output = Result<(), Code>>,
+{
+    let mut attempts = 0;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return CallResult {
+                result: Err(Code::DeadlineExceeded),
+                attempts,
+                stop: (attempts > 0).then_some(Stop::Deadline),
+            };
+        }
+        attempts += 1;
+        let result = attempt(remaining).await;
+        let allows = shared.attempt_ended(result.is_ok());
+        let Err(code) = result else {
+            return CallResult {
+                result,
+                attempts,
+                stop: None,
+            };
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rules.after_failure(attempts, code, left, allows, shared.random()) {
+            Next::RetryAfter(pause) => sleep(pause).await,
+            Next::Stop(stop) => {
+                return CallResult {
+                    result,
+                    attempts,
+                    stop: Some(stop),
+                };
+            }
+        }
+    }
+}
+// ANCHOR_END: call
+
+/// Attempts per offered call: 1.0 means no call was retried.
+pub fn amplification(attempts: impl IntoIterator<Item = u32>) -> f64 {
+    let (calls, total) = attempts
+        .into_iter()
+        .fold((0u64, 0u64), |(c, t), a| (c + 1, t + a as u64));
+    if calls == 0 {
+        0.0
+    } else {
+        total as f64 / calls as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(retry: Retry) -> RetryRules {
+        RetryRules {
+            retry,
+            max_attempts: 5,
+            backoff_base: Duration::from_millis(25),
+            backoff_cap: Duration::from_millis(200),
+        }
+    }
+
+    const LOTS: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn only_refusals_are_retried() {
+        let naive = rules(Retry::Naive);
+        assert_eq!(
+            naive.after_failure(1, Code::ResourceExhausted, LOTS, false, 0.5),
+            Next::RetryAfter(Duration::ZERO)
+        );
+        assert_eq!(
+            naive.after_failure(1, Code::DeadlineExceeded, LOTS, true, 0.5),
+            Next::Stop(Stop::NotRetryable)
+        );
+        assert_eq!(
+            naive.after_failure(5, Code::ResourceExhausted, LOTS, true, 0.5),
+            Next::Stop(Stop::Attempts)
+        );
+        assert_eq!(
+            rules(Retry::Off).after_failure(1, Code::ResourceExhausted, LOTS, true, 0.5),
+            Next::Stop(Stop::Off)
+        );
+    }
+
+    #[test]
+    fn budgeted_backoff_grows_is_jittered_capped_and_fits_the_deadline() {
+        let b = rules(Retry::Budgeted);
+        let re = Code::ResourceExhausted;
+        let ms = Duration::from_millis;
+        assert_eq!(
+            b.after_failure(1, re, LOTS, true, 0.5),
+            Next::RetryAfter(ms(12) + Duration::from_micros(500))
+        );
+        assert_eq!(
+            b.after_failure(3, re, LOTS, true, 0.5),
+            Next::RetryAfter(ms(50))
+        );
+        assert_eq!(
+            b.after_failure(4, re, LOTS, true, 0.999_999),
+            Next::RetryAfter(ms(200).mul_f64(0.999_999))
+        );
+        assert_eq!(
+            b.after_failure(1, re, LOTS, true, 0.0),
+            Next::RetryAfter(Duration::ZERO)
+        );
+        assert_eq!(
+            b.after_failure(1, re, LOTS, false, 0.5),
+            Next::Stop(Stop::Budget)
+        );
+        assert_eq!(
+            b.after_failure(3, re, ms(40), true, 0.9),
+            Next::Stop(Stop::Deadline)
+        );
+    }
+
+    #[test]
+    fn the_budget_is_withdrawn_by_failures_and_refilled_by_successes() {
+        // gRPC's defaults: 10 tokens; retries allowed while above 5.
+        let shared = Shared::new(RetryThrottle::grpc_default(), 1);
+        for _ in 0..4 {
+            assert!(shared.attempt_ended(false)); // 9, 8, 7, 6 tokens
+        }
+        assert!(!shared.attempt_ended(false), "5 tokens: no more retries");
+        assert!(!shared.attempt_ended(false)); // 4 tokens
+        for _ in 0..9 {
+            assert!(!shared.attempt_ended(true)); // +0.1 each: 4.9 after nine
+        }
+        shared.attempt_ended(true); // 5.0: the edge, whichever way rounding goes
+        assert!(shared.attempt_ended(true), "5.1: back above half");
+    }
+
+    #[test]
+    fn amplification_is_attempts_over_calls() {
+        assert_eq!(amplification([1, 1, 1, 1]), 1.0);
+        assert_eq!(amplification([5, 1, 3, 3]), 3.0);
+        assert_eq!(amplification([]), 0.0);
+    }
+}
