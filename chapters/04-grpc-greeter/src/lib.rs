@@ -6,10 +6,15 @@
 //!   server of chapter 5 reuses it, along with the validation rules.
 //! - [`server`] puts the service on the network: TLS, optional mTLS, health,
 //!   reflection, explicit limits and graceful shutdown.
+//! - `testing` (behind the feature of that name) is the scaffolding that the
+//!   integration tests of this and later chapters share: a throwaway PKI, a
+//!   server that stops when the test drops it, a TLS channel, bounded waits.
 
 pub mod greeter;
 pub mod lifetime;
 pub mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use greeter::{Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_request, greeting};
 pub use lifetime::{CallGuard, CallStats};

@@ -4,20 +4,17 @@
 //! Waits are bounded by generous timeouts so a hang fails the test instead of
 //! stalling the suite; nothing asserts how fast anything is, only what happened.
 
-use std::{fs, future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use certs::{Pki, TlsArgs};
-use grpc_server::{Args, BoundServer, CallStats, MAX_DELAY_MS};
-use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
-use tempfile::TempDir;
-use tokio::{
-    sync::oneshot,
-    task::JoinHandle,
-    time::{Instant, sleep, timeout},
+use grpc_server::{
+    BoundServer, CallStats, MAX_DELAY_MS,
+    testing::{Serving, TempPki, spawn_until_dropped, tls_channel, wait_until, within},
 };
+use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
+use tokio::time::Instant;
 use tonic::{
     Code, Request,
-    transport::{Certificate, Channel, ClientTlsConfig, Identity},
+    transport::{Channel, Identity},
 };
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
@@ -27,48 +24,29 @@ use tonic_reflection::pb::v1::{
     server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
 };
 
-/// The bound on every wait. Far above anything a healthy run needs, even on a
-/// loaded 2-core machine, yet short enough that a hang is reported, not endured.
-const WAIT: Duration = Duration::from_secs(10);
-
 /// The "slow server" delay for calls that are meant to end early: long enough
 /// that finishing it would show up clearly in the elapsed time.
 const SLOW_MS: u32 = 5_000;
 
-/// A running server with its own PKI. Dropping it drops `shutdown`, which also
+/// A running server with its own PKI. Dropping it drops `serving`, which
 /// starts a graceful shutdown, so no server outlives its test for long.
 struct TestServer {
     addr: SocketAddr,
     stats: Arc<CallStats>,
-    pki: Pki,
-    shutdown: oneshot::Sender<()>,
-    serving: JoinHandle<anyhow::Result<()>>,
-    _dir: TempDir,
+    serving: Serving,
+    pki: TempPki,
 }
 
 async fn start_server(mtls: bool) -> TestServer {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let pki = Pki::new(dir.path());
-    pki.generate(false).expect("generate PKI");
-    let args = Args {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsArgs::in_dir(dir.path()),
-        mtls,
-        concurrency_limit: None,
-    };
-    let server = BoundServer::bind(&args).await.expect("bind");
-    let (addr, stats) = (server.local_addr(), server.stats());
-    let (shutdown, stop) = oneshot::channel::<()>();
-    let serving = tokio::spawn(server.serve(async {
-        let _ = stop.await;
-    }));
+    let pki = TempPki::new();
+    let server = BoundServer::bind(&pki.server_args(mtls))
+        .await
+        .expect("bind");
     TestServer {
-        addr,
-        stats,
+        addr: server.local_addr(),
+        stats: server.stats(),
+        serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
         pki,
-        shutdown,
-        serving,
-        _dir: dir,
     }
 }
 
@@ -77,18 +55,7 @@ async fn connect(
     server: &TestServer,
     identity: Option<Identity>,
 ) -> Result<Channel, tonic::transport::Error> {
-    let ca = Certificate::from_pem(fs::read(server.pki.ca_cert()).unwrap());
-    let mut tls = ClientTlsConfig::new()
-        .ca_certificate(ca)
-        .domain_name("localhost");
-    if let Some(identity) = identity {
-        tls = tls.identity(identity);
-    }
-    let endpoint = Channel::from_shared(format!("https://{}", server.addr))
-        .unwrap()
-        .tls_config(tls)?
-        .connect_timeout(WAIT);
-    within("connect", endpoint.connect()).await
+    tls_channel(server.addr, &server.pki.ca_cert(), identity).await
 }
 
 async fn greeter(server: &TestServer) -> GreeterClient<Channel> {
@@ -99,26 +66,6 @@ fn hello(name: &str, delay_ms: u32) -> HelloRequest {
     HelloRequest {
         name: name.into(),
         delay_ms,
-    }
-}
-
-/// Awaits `fut`, failing the test if it takes longer than [`WAIT`].
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    timeout(WAIT, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: no result within {WAIT:?}"))
-}
-
-/// Polls `done` until it holds, failing the test after [`WAIT`]. The server
-/// updates its counters on its own tasks, so tests observe them by polling.
-async fn wait_until(what: &str, stats: &CallStats, done: impl Fn(&CallStats) -> bool) {
-    let give_up = Instant::now() + WAIT;
-    while !done(stats) {
-        assert!(
-            Instant::now() < give_up,
-            "{what}: still not true, {stats:?}"
-        );
-        sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -297,11 +244,7 @@ async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
     println!("without a client certificate: {refused:?}");
     assert!(refused.is_err(), "{refused:?}");
 
-    let identity = Identity::from_pem(
-        fs::read(server.pki.client_cert()).unwrap(),
-        fs::read(server.pki.client_key()).unwrap(),
-    );
-    let channel = connect(&server, Some(identity))
+    let channel = connect(&server, Some(server.pki.client_identity()))
         .await
         .expect("connect with a client certificate");
     let reply = within(
@@ -315,20 +258,20 @@ async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_a_call_in_flight_finish() {
-    let server = start_server(false).await;
+    let mut server = start_server(false).await;
     let mut caller = greeter(&server).await;
 
     let call = tokio::spawn(async move { caller.say_hello(hello("Ada", 1_000)).await });
     wait_until("call in flight", &server.stats, |s| s.in_flight() == 1).await;
 
-    server.shutdown.send(()).expect("server already gone");
+    server.serving.stop();
     let reply = within("call in flight during shutdown", call)
         .await
         .expect("call task")
         .expect("a call in flight must finish during a graceful shutdown");
     assert_eq!(reply.into_inner().message, "Hello, Ada!");
 
-    within("serve() to return", server.serving)
+    within("serve() to return", server.serving.join())
         .await
         .expect("server task")
         .expect("serve() must return Ok after a graceful shutdown");
@@ -370,34 +313,17 @@ async fn an_oversized_request_is_refused_and_the_server_keeps_serving() {
 /// forever: it sees NOT_SERVING, and serve() returns once the drain limit passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_is_not_held_forever_by_a_stream_that_never_ends() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let pki = Pki::new(dir.path());
-    pki.generate(false).expect("generate PKI");
-    let args = Args {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsArgs::in_dir(dir.path()),
-        mtls: false,
-        concurrency_limit: None,
-    };
-    let server = BoundServer::bind(&args)
+    let pki = TempPki::new();
+    let server = BoundServer::bind(&pki.server_args(false))
         .await
         .expect("bind")
         .with_drain_timeout(Duration::from_millis(300));
     let addr = server.local_addr();
-    let (shutdown, stop) = oneshot::channel::<()>();
-    let serving = tokio::spawn(server.serve(async {
-        let _ = stop.await;
-    }));
+    let mut serving = spawn_until_dropped(|shutdown| server.serve(shutdown));
 
-    let ca = Certificate::from_pem(fs::read(pki.ca_cert()).unwrap());
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(ca)
-        .domain_name("localhost");
-    let channel = Channel::from_shared(format!("https://{addr}"))
-        .unwrap()
-        .tls_config(tls)
-        .unwrap();
-    let channel = within("connect", channel.connect()).await.expect("connect");
+    let channel = tls_channel(addr, &pki.ca_cert(), None)
+        .await
+        .expect("connect");
     let mut health = HealthClient::new(channel);
     let request = HealthCheckRequest {
         service: String::new(),
@@ -412,14 +338,14 @@ async fn shutdown_is_not_held_forever_by_a_stream_that_never_ends() {
         .expect("a status");
     assert_eq!(first.status, ServingStatus::Serving as i32);
 
-    shutdown.send(()).expect("server already gone");
+    serving.stop();
     // The whole server's entry ("") turns NOT_SERVING when the drain starts.
     let next = within("status after shutdown", watch.message())
         .await
         .expect("the watch is still open while draining")
         .expect("a status");
     assert_eq!(next.status, ServingStatus::NotServing as i32);
-    within("serve() to return despite the open Watch", serving)
+    within("serve() to return despite the open Watch", serving.join())
         .await
         .expect("server task")
         .expect("serve() returns Ok when the drain limit passes");

@@ -10,53 +10,38 @@ use std::{
     time::Duration,
 };
 
-use certs::{Pki, TlsArgs};
-use grpc_server::{CallStats, MAX_DELAY_MS};
+use certs::Pki;
+use grpc_server::{
+    CallStats, MAX_DELAY_MS,
+    testing::{Serving, TempPki, WAIT, spawn_until_dropped, wait_until, within},
+};
 use reqwest::{StatusCode, Version};
 use rest_server::{Args, BoundServer, api::MAX_BODY_BYTES, problem};
 use serde_json::{Value, json};
-use tempfile::TempDir;
-use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::oneshot,
-    task::JoinHandle,
-};
+use tokio::net::{TcpListener, TcpStream};
 
-/// The bound on every wait in this file. Nothing here should take more than a
-/// few seconds even on a loaded machine; this only turns a hang into a failure.
-const PATIENCE: Duration = Duration::from_secs(10);
-
-/// A REST server on a fresh PKI, serving on its own task until `stop` is sent.
+/// A REST server on a fresh PKI, serving on its own task until stopped or dropped.
 struct TestServer {
     addr: SocketAddr,
     stats: Arc<CallStats>,
-    pki: Pki,
-    stop: Option<oneshot::Sender<()>>,
-    serving: JoinHandle<anyhow::Result<()>>,
-    _dir: TempDir,
+    serving: Serving,
+    pki: TempPki,
 }
 
 async fn start_server(mtls: bool) -> TestServer {
-    let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
-    pki.generate(false).unwrap();
+    let pki = TempPki::new();
     let server = BoundServer::bind(&Args {
         addr: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsArgs::in_dir(dir.path()),
+        tls: pki.tls_args(),
         mtls,
     })
     .await
     .unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
     TestServer {
         addr: server.local_addr(),
         stats: server.stats(),
+        serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
         pki,
-        stop: Some(stop),
-        serving: tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        })),
-        _dir: dir,
     }
 }
 
@@ -91,7 +76,7 @@ fn client(pki: &Pki, http: Http, with_client_cert: bool) -> reqwest::Client {
     let builder = reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .no_proxy()
-        .timeout(3 * PATIENCE);
+        .timeout(3 * WAIT);
     match http {
         Http::V1 => builder.http1_only(),
         Http::V2 => builder,
@@ -124,19 +109,6 @@ async fn assert_greets(client: &reqwest::Client, server: &TestServer, http: Http
     assert_eq!(response.version(), expected_version(http));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body, json!({"message": "Hello, Ada!"}));
-}
-
-/// Polls `condition` until it holds; fails the test after PATIENCE. Used for
-/// things that happen on the server's tasks, which the test cannot await.
-async fn wait_until(what: &str, condition: impl Fn() -> bool) {
-    let polling = async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    if tokio::time::timeout(PATIENCE, polling).await.is_err() {
-        panic!("timed out after {PATIENCE:?} waiting until {what}");
-    }
 }
 
 /// A TCP relay in front of the server that counts connections. It lets a test
@@ -396,14 +368,18 @@ async fn give_up_mid_call(http: Http) -> (TestServer, Relay, reqwest::Client) {
         let (client, url) = (client.clone(), url(relay.addr, "/v1/greetings"));
         async move { greet(&client, &url, json!({"name": "Ada", "delay_ms": 5000})).await }
     });
-    wait_until("the call is in flight", || server.stats.in_flight() == 1).await;
+    wait_until("the call is in flight", &server.stats, |s| {
+        s.in_flight() == 1
+    })
+    .await;
     call.abort();
     assert!(call.await.unwrap_err().is_cancelled());
 
-    let stats = server.stats.clone();
-    wait_until("the server counts the call as ended early", || {
-        stats.ended_early() == 1 && stats.in_flight() == 0
-    })
+    wait_until(
+        "the server counts the call as ended early",
+        &server.stats,
+        |s| s.ended_early() == 1 && s.in_flight() == 0,
+    )
     .await;
     assert_eq!(server.stats.completed(), 0);
     (server, relay, client)
@@ -435,8 +411,7 @@ async fn http1_client_giving_up_closes_the_connection_and_the_server_stops_work(
     let (server, relay, client) = give_up_mid_call(Http::V1).await;
     // HTTP/1.1 cannot cancel a request in flight: the client closed the
     // connection, and that is what the server noticed.
-    let open = relay.open.clone();
-    wait_until("the abandoned connection is closed", || {
+    wait_until("the abandoned connection is closed", &relay.open, |open| {
         open.load(Ordering::SeqCst) == 0
     })
     .await;
@@ -488,22 +463,23 @@ async fn shutdown_drains_the_call_in_flight(http: Http) {
         let (client, url) = (client.clone(), server.url("/v1/greetings"));
         async move { greet(&client, &url, json!({"name": "Ada", "delay_ms": 1000})).await }
     });
-    wait_until("the call is in flight", || server.stats.in_flight() == 1).await;
+    wait_until("the call is in flight", &server.stats, |s| {
+        s.in_flight() == 1
+    })
+    .await;
 
-    server.stop.take().unwrap().send(()).unwrap();
+    server.serving.stop();
 
-    let response = tokio::time::timeout(PATIENCE, call)
+    let response = within("the call in flight to be answered", call)
         .await
-        .expect("the call in flight was answered")
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.version(), expected_version(http));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body, json!({"message": "Hello, Ada!"}));
 
-    let served = tokio::time::timeout(PATIENCE, &mut server.serving)
+    let served = within("serve() to return after draining", server.serving.join())
         .await
-        .expect("serve() returned after draining")
         .unwrap();
     assert!(served.is_ok(), "{served:?}");
     assert_eq!(
@@ -522,9 +498,7 @@ async fn shutdown_drains_the_call_in_flight(http: Http) {
             }
         }
     };
-    tokio::time::timeout(PATIENCE, refused)
-        .await
-        .expect("new connections are refused after shutdown");
+    within("new connections to be refused after shutdown", refused).await;
 }
 
 #[tokio::test]

@@ -14,8 +14,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use certs::{Pki, TlsArgs};
-use grpc_server::{Args, BoundServer, CallStats};
+use grpc_server::{
+    BoundServer, CallStats,
+    testing::{Serving, TempPki, spawn_until_dropped, wait_until, within},
+};
 use proto::{
     status,
     streaming::v1::{
@@ -23,34 +25,24 @@ use proto::{
         streamer_server::{Streamer, StreamerServer},
     },
 };
-use tempfile::TempDir;
-use tokio::{process::Command, sync::oneshot, time::timeout};
+use tokio::process::Command;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
-
-/// The bound on every wait: far above what a healthy run needs, even on a
-/// loaded two-core machine; it only turns a hang into a failure.
-const WAIT: Duration = Duration::from_secs(20);
 
 struct TestServer {
     addr: SocketAddr,
     stats: Arc<CallStats>,
-    pki: Pki,
-    dir: TempDir,
     /// Countdown streams the fake server is still producing.
     streams_open: Arc<AtomicU64>,
-    _stop: oneshot::Sender<()>,
+    _serving: Serving,
+    pki: TempPki,
 }
 
 async fn start_server(mtls: bool, concurrency_limit: Option<usize>) -> TestServer {
-    let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
-    pki.generate(false).unwrap();
-    let args = Args {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsArgs::in_dir(dir.path()),
-        mtls,
+    let pki = TempPki::new();
+    let args = grpc_server::Args {
         concurrency_limit,
+        ..pki.server_args(mtls)
     };
     let streamer = FakeStreamer::default();
     let streams_open = streamer.streams_open.clone();
@@ -58,18 +50,12 @@ async fn start_server(mtls: bool, concurrency_limit: Option<usize>) -> TestServe
         .await
         .unwrap()
         .add_service(StreamerServer::new(streamer));
-    let (addr, stats) = (server.local_addr(), server.stats());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.serve(async {
-        let _ = stopped.await;
-    }));
     TestServer {
-        addr,
-        stats,
-        pki,
-        dir,
+        addr: server.local_addr(),
+        stats: server.stats(),
         streams_open,
-        _stop: stop,
+        _serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
+        pki,
     }
 }
 
@@ -100,9 +86,8 @@ async fn run_client(args: &[&str]) -> Run {
         .stdin(Stdio::null())
         .kill_on_drop(true);
     let started = Instant::now();
-    let output = timeout(WAIT, command.output())
+    let output = within(&format!("grpc-client {args:?}"), command.output())
         .await
-        .unwrap_or_else(|_| panic!("grpc-client {args:?} did not finish within {WAIT:?}"))
         .expect("run grpc-client");
     let run = Run {
         code: output.status.code(),
@@ -137,17 +122,6 @@ fn assert_report(run: &Run, name: &str) -> String {
         format!("  meaning: {} (REST: {})", row.meaning, row.http_label())
     );
     details.to_string()
-}
-
-async fn wait_until(what: &str, stats: &CallStats, done: impl Fn(&CallStats) -> bool) {
-    let give_up = Instant::now() + WAIT;
-    while !done(stats) {
-        assert!(
-            Instant::now() < give_up,
-            "{what}: still not true, {stats:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]
@@ -268,9 +242,7 @@ async fn nothing_listening_is_unavailable_lazy_or_eager() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
-    pki.generate(false).unwrap();
+    let pki = TempPki::new();
     let target = format!("https://127.0.0.1:{port}");
     let ca = pki.ca_cert();
     for connect in ["lazy", "eager"] {
@@ -362,7 +334,7 @@ async fn mtls_refuses_a_client_without_a_certificate_and_accepts_one_with() {
 #[tokio::test]
 async fn missing_certificate_files_are_a_setup_error_naming_the_fix() {
     let server = start_server(false, None).await;
-    let missing = server.dir.path().join("nowhere/ca.pem");
+    let missing = server.pki.path("nowhere/ca.pem");
     let target = format!("https://127.0.0.1:{}", server.addr.port());
     let run = run_client(&[
         "--target",
@@ -457,14 +429,12 @@ async fn a_stream_past_its_deadline_is_deadline_exceeded() {
         .count();
     assert!(ticks < 100, "{run:#?}");
     // Ending the stream on the client ended it on the server too.
-    let give_up = Instant::now() + WAIT;
-    while server.streams_open.load(Ordering::SeqCst) != 0 {
-        assert!(
-            Instant::now() < give_up,
-            "the server's stream is still open"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(
+        "the server's stream is closed",
+        &server.streams_open,
+        |open| open.load(Ordering::SeqCst) == 0,
+    )
+    .await;
 }
 
 /// Just enough of `streaming.v1.Streamer` to exercise the client.
@@ -549,8 +519,8 @@ async fn a_stream_holds_a_concurrency_slot_only_until_its_headers() {
     .unwrap();
     let channel = endpoint.connect_lazy();
     let mut streamer = proto::streaming::v1::streamer_client::StreamerClient::new(channel.clone());
-    let mut ticks = timeout(
-        WAIT,
+    let mut ticks = within(
+        "countdown",
         streamer.countdown(CountdownRequest {
             count: 30,
             interval_ms: 100,
@@ -558,23 +528,21 @@ async fn a_stream_holds_a_concurrency_slot_only_until_its_headers() {
         }),
     )
     .await
-    .unwrap()
     .expect("countdown starts")
     .into_inner();
-    let first = timeout(WAIT, ticks.message()).await.unwrap().unwrap();
+    let first = within("first tick", ticks.message()).await.unwrap();
     assert!(first.is_some());
     // The stream is still producing ticks; a unary call on the same
     // connection gets the one slot.
     let mut greeter = proto::greeter::v1::greeter_client::GreeterClient::new(channel);
-    let reply = timeout(
-        WAIT,
+    let reply = within(
+        "greeting",
         greeter.say_hello(proto::greeter::v1::HelloRequest {
             name: "Ada".into(),
             delay_ms: 0,
         }),
     )
-    .await
-    .unwrap();
+    .await;
     assert!(reply.is_ok(), "{reply:?}");
     assert_eq!(server.streams_open.load(Ordering::SeqCst), 1);
 }

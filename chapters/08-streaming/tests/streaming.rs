@@ -5,80 +5,43 @@
 //! Nothing here asserts how fast anything is. Waits are bounded so that a hang
 //! fails the test instead of stalling the suite.
 
-use std::{fs, future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use certs::Pki;
-use clap::Parser;
-use grpc_server::{Args, BoundServer};
+use grpc_server::{
+    BoundServer,
+    testing::{Serving, TempPki, spawn_until_dropped, tls_channel, wait_until, within},
+};
 use proto::streaming::v1::{Chunk, CountdownRequest, streamer_client::StreamerClient};
 use streaming::{StreamStats, Streamer, service::MAX_PAYLOAD_BYTES};
-use tempfile::TempDir;
-use tokio::{
-    sync::{mpsc, oneshot},
-    time::{Instant, sleep, timeout},
-};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{
-    Code,
-    transport::{Certificate, Channel, ClientTlsConfig},
-};
-
-/// The bound on every wait: far above what a healthy run needs.
-const WAIT: Duration = Duration::from_secs(10);
+use tonic::{Code, transport::Channel};
 
 struct TestServer {
     addr: SocketAddr,
     stats: Arc<StreamStats>,
-    pki: Pki,
-    _shutdown: oneshot::Sender<()>,
-    _dir: TempDir,
+    _serving: Serving,
+    pki: TempPki,
 }
 
 async fn start_server() -> TestServer {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let pki = Pki::new(dir.path());
-    pki.generate(false).expect("generate PKI");
-    // Parsed from flags, so that flags added to the server later keep their defaults.
-    let args = Args::try_parse_from([
-        "grpc-server",
-        "--addr",
-        "127.0.0.1:0",
-        "--certs-dir",
-        dir.path().to_str().unwrap(),
-    ])
-    .expect("server flags");
+    let pki = TempPki::new();
     let streamer = Streamer::new();
     let stats = streamer.stats();
-    let server = BoundServer::bind(&args)
+    let server = BoundServer::bind(&pki.server_args(false))
         .await
         .expect("bind")
         .add_service(streamer.into_server());
-    let addr = server.local_addr();
-    let (shutdown, stop) = oneshot::channel::<()>();
-    tokio::spawn(server.serve(async {
-        let _ = stop.await;
-    }));
     TestServer {
-        addr,
+        addr: server.local_addr(),
         stats,
+        _serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
         pki,
-        _shutdown: shutdown,
-        _dir: dir,
     }
 }
 
 async fn channel(server: &TestServer) -> Channel {
-    let ca = Certificate::from_pem(fs::read(server.pki.ca_cert()).unwrap());
-    let endpoint = Channel::from_shared(format!("https://{}", server.addr))
-        .unwrap()
-        .tls_config(
-            ClientTlsConfig::new()
-                .ca_certificate(ca)
-                .domain_name("localhost"),
-        )
-        .unwrap()
-        .connect_timeout(WAIT);
-    within("connect", endpoint.connect())
+    tls_channel(server.addr, &server.pki.ca_cert(), None)
         .await
         .expect("connect")
 }
@@ -87,30 +50,9 @@ async fn client(server: &TestServer) -> StreamerClient<Channel> {
     StreamerClient::new(channel(server).await)
 }
 
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    timeout(WAIT, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: no result within {WAIT:?}"))
-}
-
-/// Polls until `done` holds, failing after [`WAIT`]. The server updates its
-/// counters on its own tasks, so tests observe them by polling.
-async fn wait_until(what: &str, stats: &StreamStats, done: impl Fn(&StreamStats) -> bool) {
-    let give_up = Instant::now() + WAIT;
-    while !done(stats) {
-        assert!(
-            Instant::now() < give_up,
-            "{what}: still not true; open streams {}, live tasks {}, {:?}",
-            stats.open_streams(),
-            stats.live_tasks(),
-            stats.calls
-        );
-        sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Nothing left behind: no open stream, no producer task.
-fn all_clear(stats: &StreamStats) -> bool {
+/// Nothing left behind: no open stream, no producer task. Takes the `Arc` a
+/// test holds, so that `wait_until(.., &server.stats, all_clear)` type-checks.
+fn all_clear(stats: &Arc<StreamStats>) -> bool {
     stats.open_streams() == 0 && stats.live_tasks() == 0
 }
 

@@ -6,23 +6,23 @@
 //! servers noticed the call ending.
 
 use std::{
-    future::Future,
     net::SocketAddr,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use certs::{Pki, TlsArgs, TlsListener};
-use grpc_server::{CallStats, lifetime::grpc_timeout};
+use certs::TlsListener;
+use grpc_server::{
+    CallStats,
+    lifetime::grpc_timeout,
+    testing::{TempPki, wait_until, within},
+};
 use perf::propagation::{Frontend, serve};
 use proto::greeter::v1::{
     HelloReply, HelloRequest, greeter_client::GreeterClient, greeter_server::Greeter,
 };
-use tempfile::TempDir;
 use tokio::time::{Instant, sleep, timeout};
 use tonic::{Code, Request, Response, Status, transport::Channel};
-
-const WAIT: Duration = Duration::from_secs(10);
 
 /// A backend that records the deadline each call arrived with.
 #[derive(Clone, Default)]
@@ -53,25 +53,21 @@ struct Chain {
     frontend_addr: SocketAddr,
     backend: RecordingBackend,
     frontend_stats: Arc<CallStats>,
-    ca: std::path::PathBuf,
-    _dir: TempDir,
+    pki: TempPki,
 }
 
-async fn listener(dir: &TempDir) -> TlsListener {
-    let tls = certs::server_config(&TlsArgs::in_dir(dir.path()), false, &[b"h2"]).unwrap();
+async fn listener(pki: &TempPki) -> TlsListener {
+    let tls = certs::server_config(&pki.tls_args(), false, &[b"h2"]).unwrap();
     TlsListener::bind("127.0.0.1:0".parse().unwrap(), tls)
         .await
         .unwrap()
 }
 
 async fn start_chain(margin: Duration) -> Chain {
-    let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
-    pki.generate(false).unwrap();
-    let ca = pki.ca_cert();
+    let pki = TempPki::new();
 
     let backend = RecordingBackend::default();
-    let backend_listener = listener(&dir).await;
+    let backend_listener = listener(&pki).await;
     let backend_addr = backend_listener.local_addr().unwrap();
     tokio::spawn(serve(
         backend_listener,
@@ -81,13 +77,13 @@ async fn start_chain(margin: Duration) -> Chain {
 
     let target = grpc_client::Target {
         url: format!("https://{backend_addr}"),
-        ca: ca.clone(),
+        ca: pki.ca_cert(),
         identity: None,
     };
     let channel = grpc_client::endpoint(&target).unwrap().connect_lazy();
     let frontend = Frontend::new(channel, margin);
     let frontend_stats = frontend.stats.clone();
-    let frontend_listener = listener(&dir).await;
+    let frontend_listener = listener(&pki).await;
     let frontend_addr = frontend_listener.local_addr().unwrap();
     tokio::spawn(serve(frontend_listener, frontend, std::future::pending()));
 
@@ -95,15 +91,14 @@ async fn start_chain(margin: Duration) -> Chain {
         frontend_addr,
         backend,
         frontend_stats,
-        ca,
-        _dir: dir,
+        pki,
     }
 }
 
 async fn client(chain: &Chain) -> GreeterClient<Channel> {
     let target = grpc_client::Target {
         url: format!("https://{}", chain.frontend_addr),
-        ca: chain.ca.clone(),
+        ca: chain.pki.ca_cert(),
         identity: None,
     };
     let channel = within("connect", grpc_client::endpoint(&target).unwrap().connect())
@@ -121,20 +116,6 @@ fn hello(delay_ms: u32, deadline: Option<Duration>) -> Request<HelloRequest> {
         request.set_timeout(deadline);
     }
     request
-}
-
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    timeout(WAIT, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: no result within {WAIT:?}"))
-}
-
-async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let give_up = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < give_up, "{what}: still not true");
-        sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,12 +160,12 @@ async fn backend_gets_the_callers_deadline_minus_the_margin_and_the_chain_gives_
 
     // The backend noticed its deadline and stopped; the frontend answered
     // (with the backend's DEADLINE_EXCEEDED) instead of waiting on.
-    wait_until("the backend stopped", || {
-        chain.backend.stats.ended_early() == 1
+    wait_until("the backend stopped", &chain.backend.stats, |s| {
+        s.ended_early() == 1
     })
     .await;
-    wait_until("the frontend answered", || {
-        chain.frontend_stats.completed() == 2
+    wait_until("the frontend answered", &chain.frontend_stats, |s| {
+        s.completed() == 2
     })
     .await;
     assert_eq!(chain.backend.stats.in_flight(), 0);
@@ -199,12 +180,12 @@ async fn a_cancelled_client_call_stops_frontend_and_backend() {
     // Give up from the client side once the backend is working on the call.
     let cancelled = timeout(Duration::from_millis(300), call).await;
     assert!(cancelled.is_err(), "the call should still be running");
-    wait_until("the frontend stopped", || {
-        chain.frontend_stats.ended_early() == 1
+    wait_until("the frontend stopped", &chain.frontend_stats, |s| {
+        s.ended_early() == 1
     })
     .await;
-    wait_until("the backend stopped", || {
-        chain.backend.stats.ended_early() == 1
+    wait_until("the backend stopped", &chain.backend.stats, |s| {
+        s.ended_early() == 1
     })
     .await;
     let seen = chain.backend.seen.lock().unwrap()[0].expect("a deadline");
