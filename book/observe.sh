@@ -487,6 +487,17 @@ wait "$ch11_pid" || true
 rm -f "$ch11_ready"
 sed -i -e "s#$root/##g" "$out/ch11-serve.txt"
 
+# --- chapter 12: fixed or adaptive admission? ----------------------------------
+# Quick mode (about 40 s, release like the full run): one block of the four
+# policies at a quarter of the seed's time scale, each run a fresh server and
+# client process. The chapter's tables come from the full run in
+# book/src/results/ch12/ (cargo run --release -p admission -- --blocks 5).
+observe ch12-quick 'cargo run --release -p admission -- --quick'
+mv "$root/target/experiments/ch12/p95.svg" "$out/ch12-quick-p95.svg"
+mv "$root/target/experiments/ch12/budget.svg" "$out/ch12-quick-budget.svg"
+mv "$root/target/experiments/ch12/sends.svg" "$out/ch12-quick-sends.svg"
+observe ch12-bad-scale 'cargo run --release -p admission -- --quick --scale 0'
+
 # --- chapter 13: wait, reject, retry or drop -----------------------------------
 # Quick mode (about 40 s, a debug build like the reader's first run): every
 # policy at 0.5, 1, 2 and 3x capacity, 1.5 s each, on an in-process server.

@@ -12,7 +12,7 @@ use proto::ingest::v1::{Payload, Summary, ingest_server::Ingest};
 use tokio::{
     sync::{Mutex, Notify, mpsc, watch},
     task::JoinHandle,
-    time::{Instant, sleep},
+    time::Instant,
 };
 use tonic::{Request, Response, Status, Streaming};
 
@@ -224,7 +224,9 @@ impl Ingestor {
                 reservation,
             } = job;
             drop(reservation); // dequeued: being served, no longer pending
-            sleep(self.plan.service_time(dequeued - epoch, n)).await;
+            self.plan
+                .wait(self.plan.service_time(dequeued - epoch, n))
+                .await;
             drop(data); // processed
             free_since = Instant::now();
             let at = |t| self.recorder.since_start(t);

@@ -1,0 +1,21 @@
+use std::process::ExitCode;
+
+use admission::{Args, Child};
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match args.command {
+        Some(Child::Serve(serve)) => admission::children::serve(serve).await,
+        Some(Child::Client(client)) => admission::children::client(client).await,
+        None => admission::runner::run(args.run).await.map(|_| ()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The runner end to end, as a reader runs it, at a tenth of the seed's time
+//! scale (four runs of 3.6 s at 800 sends a second): every file is written and every count adds
+//! up. Nothing here asserts a timing.
+
+use std::process::Command;
+
+#[test]
+fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ch12");
+    let certs = dir.path().join("certs");
+    let output = Command::new(env!("CARGO_BIN_EXE_admission"))
+        .args([
+            "--quick",
+            "--scale",
+            "0.1",
+            "--message-bytes",
+            "1024",
+            "--resamples",
+            "50",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs-dir")
+        .arg(&certs)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("results in {}", out.display())),
+        "{stdout}"
+    );
+    for file in [
+        "contract.json",
+        "ledger.csv",
+        "runs.csv",
+        "analysis.json",
+        "report.md",
+        "p95.svg",
+        "budget.svg",
+        "sends.svg",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    // The contract was frozen (read-only) and names all four policies in order.
+    let contract: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("contract.json")).unwrap()).unwrap();
+    assert!(
+        std::fs::metadata(out.join("contract.json"))
+            .unwrap()
+            .permissions()
+            .readonly()
+    );
+    assert_eq!(contract["order"][0].as_array().unwrap().len(), 4);
+    assert_eq!(
+        contract["slots"], 2880,
+        "the scale shortens time, not the schedule"
+    );
+    // One ledger row per attempt; every run valid here.
+    let ledger = std::fs::read_to_string(out.join("ledger.csv")).unwrap();
+    let rows: Vec<&str> = ledger.lines().skip(1).collect();
+    assert!(rows.len() >= 4);
+    assert_eq!(rows.iter().filter(|r| r.contains(",true,valid")).count(), 4);
+    // Per run: 2,880 slots scheduled, each one sent or skipped, and records kept.
+    let runs = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    assert_eq!(runs.lines().count(), 5);
+    let header: Vec<&str> = runs.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    for line in runs.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f[col("scheduled")], "2880", "{line}");
+        let skipped: u64 = f[col("skipped")].parse().unwrap();
+        assert!(skipped < 2880, "{line}");
+    }
+    for policy in ["fixed-32", "fixed-8", "adaptive", "target"] {
+        let run = out.join("runs").join(format!("b1-{policy}"));
+        for file in [
+            "messages.csv",
+            "timeline.csv",
+            "budget.csv",
+            "controller.csv",
+            "server.json",
+            "client.json",
+            "sends-0.csv",
+        ] {
+            assert!(run.join(file).is_file(), "{policy}: {file} missing");
+        }
+    }
+    // Fixed budgets never change; the analysis covers every policy.
+    let budget = std::fs::read_to_string(out.join("runs/b1-fixed-8/budget.csv")).unwrap();
+    assert_eq!(budget.lines().count(), 1, "{budget}");
+    let analysis: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("analysis.json")).unwrap()).unwrap();
+    assert_eq!(
+        analysis["analysis"]["policies"].as_array().unwrap().len(),
+        4
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| fixed-32 |") && report.contains("Recovery"));
+
+    // Reanalysing the same folder reproduces the same per-run table.
+    let again = Command::new(env!("CARGO_BIN_EXE_admission"))
+        .args([
+            "--quick",
+            "--scale",
+            "0.1",
+            "--message-bytes",
+            "1024",
+            "--resamples",
+            "50",
+            "--reanalyse",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs-dir")
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(out.join("runs.csv")).unwrap(), runs);
+
+    // Resuming a complete experiment keeps its ledger and runs nothing new.
+    let resumed = Command::new(env!("CARGO_BIN_EXE_admission"))
+        .args([
+            "--quick",
+            "--scale",
+            "0.1",
+            "--message-bytes",
+            "1024",
+            "--resamples",
+            "50",
+            "--resume",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs-dir")
+        .arg(&certs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "resuming: {} attempts in the ledger, 4 valid runs kept",
+            rows.len()
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("ledger.csv")).unwrap(),
+        ledger
+    );
+    // A different contract is refused rather than mixed in.
+    let other = Command::new(env!("CARGO_BIN_EXE_admission"))
+        .args(["--quick", "--scale", "0.2", "--resume"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs-dir")
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains("differs"));
+}
+
+#[test]
+fn bad_flags_fail_with_a_message_not_a_panic() {
+    for args in [
+        &["--blocks", "0"][..],
+        &["--scale", "-1"],
+        &["--policies", "fixed-8,fixed-8"],
+        &["--streams", "0"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_admission"))
+            .args(args)
+            .args(["--out", "/nonexistent-dir-for-admission-test/x"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("error"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
