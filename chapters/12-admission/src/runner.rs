@@ -9,7 +9,10 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use ingest::{compare::column, plan::ServicePlan};
+use ingest::{
+    compare::{column, wait_for_ready},
+    plan::ServicePlan,
+};
 use loadgen::{
     meta::RunMeta,
     report::{write, write_json},
@@ -571,24 +574,6 @@ async fn run_once(
     );
     // ANCHOR_END: run_once
     load(dir, policy, args.workers)
-}
-
-async fn wait_for_ready(path: &Path, server: &mut Child) -> anyhow::Result<std::net::SocketAddr> {
-    for _ in 0..600 {
-        // The server writes the marker elsewhere and renames it: a file that
-        // exists is complete, never half-written.
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return text
-                .trim()
-                .parse()
-                .context("the ready marker holds no address");
-        }
-        if let Some(status) = server.try_wait()? {
-            bail!("the server exited before it was ready ({status}); see server.err.log");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    bail!("the server was not ready within 60 s")
 }
 
 /// Waits for the client, with a progress line each second on a terminal.

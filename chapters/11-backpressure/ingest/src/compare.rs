@@ -216,7 +216,11 @@ async fn run_arm(
     })
 }
 
-async fn wait_for_ready(
+/// Waits (at most 60 s) for a server started with `--ready-file PATH` to
+/// publish its address. The server writes the file elsewhere and renames it,
+/// so a file that exists is complete, never half-written; a server that exits
+/// first is reported at once.
+pub async fn wait_for_ready(
     path: &Path,
     server: &mut tokio::process::Child,
 ) -> anyhow::Result<std::net::SocketAddr> {
@@ -228,7 +232,7 @@ async fn wait_for_ready(
                 .context("the ready file holds no address");
         }
         if let Some(status) = server.try_wait()? {
-            bail!("the ingest server exited before it was ready ({status})");
+            bail!("the ingest server exited before it was ready ({status}); its log says why");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
