@@ -509,4 +509,14 @@ mv "$root/target/experiments/ch13/amplification.svg" "$out/ch13-quick-amplificat
 observe ch13-bad-load 'cargo run -p overload -- --loads 0.5,zero'
 observe ch13-bad-warmup 'cargo run -p overload -- --step 1s --warmup 2s'
 
+# --- chapter 14: the per-call price --------------------------------------------
+# Quick mode (about 20 s, release: a debug build prices the compiler's settings):
+# two arms, one repeat, unary and streaming ramps against a server pinned to
+# CPU 0. The chapter's tables come from the full run in book/src/results/ch14/.
+observe ch14-quick 'cargo run --release -p per-call --bin per_call -- --quick'
+mv "$root/target/experiments/ch14/capacity.svg" "$out/ch14-quick-capacity.svg"
+mv "$root/target/experiments/ch14/p99-unary.svg" "$out/ch14-quick-p99-unary.svg"
+mv "$root/target/experiments/ch14/p99-stream.svg" "$out/ch14-quick-p99-stream.svg"
+observe ch14-bad-arm 'cargo run --release -p per-call --bin per_call -- --arms ct-later'
+
 echo "observed outputs written to $out" >&2

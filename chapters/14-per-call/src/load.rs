@@ -1,0 +1,149 @@
+//! The two load shapes, as calls for `loadgen::run_bounded`: one slot is one
+//! unary call, or one message sent on one of N long-lived streams and
+//! answered by its echo. Either way a slot's latency runs from when it was
+//! due to when its answer came back.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use loadgen::{SendError, Slot, cli::code_name};
+use proto::{
+    greeter::v1::{HelloRequest, greeter_client::GreeterClient},
+    streaming::v1::{Chunk, streamer_client::StreamerClient},
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::Channel;
+
+/// One HTTP/2 connection to the server, plaintext, made at once.
+pub async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Channel> {
+    Ok(
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+            .tcp_nodelay(true)
+            .connect()
+            .await?,
+    )
+}
+
+fn failed(code: impl Into<String>) -> SendError {
+    SendError {
+        code: code.into(),
+        fatal: false,
+    }
+}
+
+// ANCHOR: unary_call
+/// One unary echo per slot.
+pub fn unary_call(
+    client: &GreeterClient<Channel>,
+    deadline: Duration,
+) -> impl Fn(Slot) -> std::pin::Pin<Box<dyn Future<Output = Result<(), SendError>> + Send>> {
+    let client = client.clone();
+    move |slot| {
+        let mut client = client.clone();
+        let mut request = tonic::Request::new(HelloRequest {
+            name: format!("{}", slot.index),
+            delay_ms: 0,
+        });
+        request.set_timeout(deadline);
+        Box::pin(async move {
+            client
+                .say_hello(request)
+                .await
+                .map(drop)
+                .map_err(|status| failed(code_name(status.code())))
+        })
+    }
+}
+// ANCHOR_END: unary_call
+
+/// One long-lived Echo stream: messages go in through `outbound`, and a
+/// reader task hands each echo to whoever is waiting for its `seq`.
+struct EchoStream {
+    outbound: mpsc::UnboundedSender<Chunk>,
+    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
+}
+
+/// N persistent bidirectional streams on one connection.
+#[derive(Clone)]
+pub struct Streams {
+    streams: Arc<Vec<EchoStream>>,
+    deadline: Duration,
+}
+
+impl Streams {
+    pub async fn open(
+        channel: Channel,
+        count: usize,
+        deadline: Duration,
+    ) -> anyhow::Result<Streams> {
+        let mut streams = Vec::with_capacity(count);
+        for _ in 0..count.max(1) {
+            let (outbound, rx) = mpsc::unbounded_channel();
+            let mut client = StreamerClient::new(channel.clone());
+            let mut inbound = client
+                .echo(UnboundedReceiverStream::new(rx))
+                .await?
+                .into_inner();
+            let waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
+            let reader = waiting.clone();
+            tokio::spawn(async move {
+                while let Ok(Some(chunk)) = inbound.message().await {
+                    let waiter = reader.lock().expect("not poisoned").remove(&chunk.seq);
+                    if let Some(waiter) = waiter {
+                        let _ = waiter.send(());
+                    }
+                }
+                // The stream is over: every caller still waiting gets an error.
+                reader.lock().expect("not poisoned").clear();
+            });
+            streams.push(EchoStream { outbound, waiting });
+        }
+        Ok(Streams {
+            streams: Arc::new(streams),
+            deadline,
+        })
+    }
+
+    // ANCHOR: stream_call
+    /// One message per slot, on stream `index % N`: consecutive slots go to
+    /// different streams, so the load is spread evenly over them.
+    pub fn call(&self, slot: Slot) -> impl Future<Output = Result<(), SendError>> + Send + 'static {
+        let streams = self.streams.clone();
+        let deadline = self.deadline;
+        async move {
+            let stream = &streams[(slot.index % streams.len() as u64) as usize];
+            let (tx, rx) = oneshot::channel();
+            // Registered before sending, so the echo cannot arrive unawaited.
+            stream
+                .waiting
+                .lock()
+                .expect("not poisoned")
+                .insert(slot.index, tx);
+            let chunk = Chunk {
+                seq: slot.index,
+                data: vec![0; 16],
+            };
+            if stream.outbound.send(chunk).is_err() {
+                return Err(failed("stream closed"));
+            }
+            match tokio::time::timeout(deadline, rx).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) => Err(failed("stream closed")),
+                Err(_) => {
+                    stream
+                        .waiting
+                        .lock()
+                        .expect("not poisoned")
+                        .remove(&slot.index);
+                    Err(failed("DEADLINE_EXCEEDED"))
+                }
+            }
+        }
+    }
+    // ANCHOR_END: stream_call
+}

@@ -1,0 +1,95 @@
+//! Each arm's server process runs on the configuration it claims, counted
+//! from outside the process, and answers both shapes of call.
+
+use std::{path::PathBuf, time::Duration};
+
+use per_call::{
+    Arm,
+    arm::WORKER_THREAD_NAME,
+    experiment::verify,
+    load::{Streams, connect, unary_call},
+    server::{ServerProcess, thread_names},
+};
+use proto::greeter::v1::greeter_client::GreeterClient;
+
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_per_call"))
+}
+
+fn slot(index: u64) -> loadgen::Slot {
+    loadgen::Slot {
+        index,
+        step: 0,
+        due: Duration::ZERO,
+    }
+}
+
+#[tokio::test]
+async fn every_arm_runs_the_threads_it_claims_and_echoes_both_ways() {
+    for (text, workers, named) in [
+        ("ct-inline", 1, 0),
+        ("ct-spawn", 1, 0),
+        ("mt1-inline", 1, 1),
+        ("mt2-spawn", 2, 2),
+        ("mt3-inline", 3, 3),
+    ] {
+        let arm: Arm = text.parse().unwrap();
+        let mut server = ServerProcess::start(&exe(), arm, None).unwrap();
+        let info = server.info.clone();
+        assert_eq!(info.arm, text);
+        assert_eq!(info.workers, workers, "{text}: runtime metrics");
+        // Counted again from outside, not taken on the server's word.
+        let names = thread_names(&info.pid.to_string());
+        let counted = names.iter().filter(|n| *n == WORKER_THREAD_NAME).count();
+        assert_eq!(counted, named, "{text}: {names:?}");
+        // Main thread + control thread, plus the pool: nothing else runs.
+        assert_eq!(names.len(), 2 + named, "{text}: {names:?}");
+        verify(&info, arm).unwrap();
+
+        let channel = connect(info.addr).await.unwrap();
+        let client = GreeterClient::new(channel.clone());
+        let call = unary_call(&client, Duration::from_secs(5));
+        for i in 0..10 {
+            call(slot(i)).await.unwrap();
+        }
+        let streams = Streams::open(channel, 3, Duration::from_secs(5))
+            .await
+            .unwrap();
+        for i in 0..30 {
+            streams.call(slot(i)).await.unwrap();
+        }
+        let stats = server.snapshot().unwrap();
+        assert_eq!((stats.unary_calls, stats.messages), (10, 30), "{text}");
+        let spawned = if text.ends_with("spawn") { 40 } else { 0 };
+        assert_eq!(stats.spawned, spawned, "{text}");
+        assert!(stats.cpu_ns > 0);
+        server.stop().unwrap();
+    }
+}
+
+#[test]
+fn a_server_that_is_not_what_the_arm_says_is_caught() {
+    let server = ServerProcess::start(&exe(), "ct-inline".parse().unwrap(), None).unwrap();
+    let error = verify(&server.info, "mt2-inline".parse().unwrap()).unwrap_err();
+    assert!(error.to_string().contains("expected 2"), "{error}");
+    server.stop().unwrap();
+}
+
+#[test]
+fn bad_arguments_get_a_clear_error_and_a_failure_status() {
+    for (args, says) in [
+        (&["--arms", "ct-later"][..], "not an arm"),
+        (&["--unary-ramp", "5:1:3"], "TO at least FROM"),
+        (&["--repeats", "0"], "--repeats"),
+        (&["--step", "10ms"], "--step"),
+    ] {
+        let output = std::process::Command::new(exe())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
