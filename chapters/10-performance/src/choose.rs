@@ -138,14 +138,7 @@ async fn run_inner(args: Args) -> anyhow::Result<()> {
     );
     let ca = args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca);
     let (_stack, servers) = if args.spawn {
-        let stack = stack::Stack::start(&stack::Args {
-            grpc_addr: "127.0.0.1:0".parse()?,
-            rest_addr: "127.0.0.1:0".parse()?,
-            tls: certs::TlsArgs::in_dir(certs::default_dir()),
-            mtls: false,
-        })
-        .await?;
-        let servers = Servers::of_stack(&stack, ca)?;
+        let (stack, servers) = Servers::spawn_stack(&certs::default_dir(), ca).await?;
         println!("servers started in this process (--spawn), on loopback");
         (Some(stack), servers)
     } else {

@@ -499,6 +499,23 @@ impl Servers {
         )
     }
 
+    /// Starts the stack in this process on free ports, with the PKI in
+    /// `certs_dir` (`--spawn`); the stack serves as long as it is kept.
+    pub async fn spawn_stack(
+        certs_dir: &Path,
+        ca: PathBuf,
+    ) -> anyhow::Result<(stack::Stack, Servers)> {
+        let stack = stack::Stack::start(&stack::Args {
+            grpc_addr: "127.0.0.1:0".parse()?,
+            rest_addr: "127.0.0.1:0".parse()?,
+            tls: certs::TlsArgs::in_dir(certs_dir),
+            mtls: false,
+        })
+        .await?;
+        let servers = Servers::of_stack(&stack, ca)?;
+        Ok((stack, servers))
+    }
+
     /// A fresh-connection caller: gRPC or REST, HTTP/2 or HTTP/1.1, resumption on or off.
     pub fn fresh(&self, grpc: bool, http: Http, resume: bool) -> anyhow::Result<Caller> {
         Ok(Caller::Fresh {
@@ -688,14 +705,7 @@ async fn run_inner(args: Args) -> anyhow::Result<()> {
     let ca = args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca);
     // Keep the in-process stack alive for the whole run.
     let (_stack, servers, placement) = if args.spawn {
-        let stack = stack::Stack::start(&stack::Args {
-            grpc_addr: "127.0.0.1:0".parse()?,
-            rest_addr: "127.0.0.1:0".parse()?,
-            tls: certs::TlsArgs::in_dir(certs::default_dir()),
-            mtls: false,
-        })
-        .await?;
-        let servers = Servers::of_stack(&stack, ca)?;
+        let (stack, servers) = Servers::spawn_stack(&certs::default_dir(), ca).await?;
         let placement = format!(
             "client and servers in this one process (--spawn: gRPC :{}, REST :{}), sharing one Tokio runtime",
             stack.grpc_addr.port(),

@@ -80,11 +80,32 @@ impl RetryThrottle {
         self.tokens > self.max_tokens / 2.0
     }
 
+    /// Records one attempt's result (a success deposits, a failure
+    /// withdraws) and answers: may a failed call retry now?
+    pub fn record(&mut self, ok: bool) -> bool {
+        if ok {
+            self.on_success();
+        } else {
+            self.on_failure();
+        }
+        self.allows_retry()
+    }
+
     pub fn tokens(&self) -> f64 {
         self.tokens
     }
 }
 // ANCHOR_END: throttle
+
+/// The wait before retry `attempt` (1, 2, ...) with "full jitter": uniform in
+/// [0, min(cap, base * 2^(attempt-1))], given `random` uniform in [0, 1).
+/// The random spread keeps callers that failed together from retrying together.
+pub fn full_jitter(base: Duration, cap: Duration, attempt: u32, random: f64) -> Duration {
+    let ceiling = base
+        .saturating_mul(1 << attempt.saturating_sub(1).min(16))
+        .min(cap);
+    ceiling.mul_f64(random)
+}
 
 /// The whole experiment's settings.
 #[derive(Debug, Clone)]
@@ -356,15 +377,7 @@ async fn call(shared: &Shared, idempotent: bool) -> bool {
         };
         c.attempts.fetch_add(1, Ordering::Relaxed);
         let ok = timeout(limit, SlowServer::handle(shared)).await.is_ok();
-        let retry_allowed = {
-            let mut throttle = shared.throttle.lock().unwrap();
-            if ok {
-                throttle.on_success();
-            } else {
-                throttle.on_failure();
-            }
-            throttle.allows_retry()
-        };
+        let retry_allowed = shared.throttle.lock().unwrap().record(ok);
         if ok {
             return true;
         }
@@ -382,11 +395,12 @@ async fn call(shared: &Shared, idempotent: bool) -> bool {
                 c.retries_refused_budget.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
-            let ceiling = config
-                .backoff_base
-                .saturating_mul(1 << (attempt - 1).min(16))
-                .min(config.backoff_cap);
-            let backoff = ceiling.mul_f64(shared.random());
+            let backoff = full_jitter(
+                config.backoff_base,
+                config.backoff_cap,
+                attempt,
+                shared.random(),
+            );
             if Instant::now() + backoff >= deadline {
                 c.retries_refused_deadline.fetch_add(1, Ordering::Relaxed);
                 return false;

@@ -101,16 +101,9 @@ fn suggested_deadline_is_p99_times_headroom_rounded_up_to_1_2_5() {
 }
 
 async fn spawn_stack(dir: &std::path::Path) -> (stack::Stack, Servers) {
-    let stack = stack::Stack::start(&stack::Args {
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        rest_addr: "127.0.0.1:0".parse().unwrap(),
-        tls: certs::TlsArgs::in_dir(dir),
-        mtls: false,
-    })
-    .await
-    .unwrap();
-    let servers = Servers::of_stack(&stack, certs::Pki::new(dir).ca_cert()).unwrap();
-    (stack, servers)
+    Servers::spawn_stack(dir, certs::Pki::new(dir).ca_cert())
+        .await
+        .unwrap()
 }
 
 fn counts(caller: &Caller) -> (u64, u64) {

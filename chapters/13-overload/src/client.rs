@@ -9,7 +9,7 @@
 
 use std::{future::Future, sync::Mutex, time::Duration};
 
-use perf::retry::RetryThrottle;
+use perf::retry::{RetryThrottle, full_jitter};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::Serialize;
 use tokio::time::{Instant, sleep};
@@ -91,11 +91,7 @@ impl RetryRules {
         if !allows {
             return Next::Stop(Stop::Budget);
         }
-        let ceiling = self
-            .backoff_base
-            .saturating_mul(1 << (attempt - 1).min(16))
-            .min(self.backoff_cap);
-        let backoff = ceiling.mul_f64(random);
+        let backoff = full_jitter(self.backoff_base, self.backoff_cap, attempt, random);
         if backoff >= remaining {
             return Next::Stop(Stop::Deadline);
         }
@@ -127,13 +123,7 @@ impl Shared {
     /// `ratio` of a token, a failure withdraws one. The answer: may a failed
     /// call retry now?
     pub fn attempt_ended(&self, ok: bool) -> bool {
-        let mut throttle = self.throttle.lock().unwrap();
-        if ok {
-            throttle.on_success();
-        } else {
-            throttle.on_failure();
-        }
-        throttle.allows_retry()
+        self.throttle.lock().unwrap().record(ok)
     }
     // ANCHOR_END: budget
 }
