@@ -11,11 +11,5 @@ async fn main() -> ExitCode {
         Some(Child::Client(client)) => admission::children::client(client).await,
         None => admission::runner::run(args.run).await.map(|_| ()),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(result)
 }

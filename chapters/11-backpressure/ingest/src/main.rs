@@ -12,11 +12,5 @@ async fn main() -> ExitCode {
         }
         Command::Compare(args) => ingest::compare::compare(args).await,
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(result)
 }

@@ -4,11 +4,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match loadgen::cli::run(loadgen::cli::Args::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(loadgen::cli::run(loadgen::cli::Args::parse()).await)
 }

@@ -14,13 +14,7 @@ fn main() -> ExitCode {
         Some(arm) => serve_process(arm),
         None => experiment(args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::exit_code(result)
 }
 
 // ANCHOR: placement
