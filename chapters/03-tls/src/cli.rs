@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[command(name = "certs", version)]
 pub struct Args {
     /// Folder to write the PKI to
-    #[arg(long, env = "CERTS_DIR", default_value_os_t = crate::default_dir())]
+    #[arg(long, env = "CERTS_DIR", default_value_os_t = program::certs_dir())]
     pub dir: PathBuf,
     /// Replace all five files even if they exist (every client must then reload ca.pem)
     #[arg(long)]

@@ -23,7 +23,7 @@ use crate::pki::{self, CREATE_COMMAND, Pki};
 #[derive(clap::Args, Clone, Debug)]
 pub struct TlsArgs {
     /// Folder holding the development PKI (created by `cargo run -p certs`)
-    #[arg(long, env = "CERTS_DIR", default_value_os_t = crate::default_dir())]
+    #[arg(long, env = "CERTS_DIR", default_value_os_t = program::certs_dir())]
     pub certs_dir: PathBuf,
     /// Server certificate chain, PEM [default: <certs-dir>/server.pem]
     #[arg(long, env = "TLS_CERT")]

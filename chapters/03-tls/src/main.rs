@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     } else {
         create(&pki, args.force)
     };
-    certs::exit_code(result)
+    program::exit_code(result)
 }
 
 fn create(pki: &Pki, force: bool) -> anyhow::Result<()> {

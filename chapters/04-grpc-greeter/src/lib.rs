@@ -19,39 +19,3 @@ pub mod testing;
 pub use greeter::{Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_request, greeting};
 pub use lifetime::{CallGuard, CallStats};
 pub use server::{Args, BoundServer};
-
-// ANCHOR: shutdown_signal
-/// Resolves on Ctrl-C or, on Unix, SIGTERM (what `docker stop` and most process
-/// managers send). Servers start draining when it resolves.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
-    }
-}
-// ANCHOR_END: shutdown_signal
-
-/// Logs to stderr, `info` and up unless `RUST_LOG` says otherwise.
-pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}

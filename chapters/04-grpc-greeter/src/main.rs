@@ -7,11 +7,11 @@ use grpc_server::{Args, BoundServer};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    grpc_server::init_tracing();
+    program::init_tracing();
     let args = Args::parse();
     let result = async {
         let server = BoundServer::bind(&args).await?;
-        server.serve(grpc_server::shutdown_signal()).await
+        server.serve(program::shutdown_signal()).await
     };
-    certs::exit_code(result.await)
+    program::exit_code(result.await)
 }

@@ -35,7 +35,7 @@ impl Target {
     pub fn from_args(args: &Args) -> Target {
         Target {
             url: args.target.clone(),
-            ca: args.ca.clone().unwrap_or_else(crate::cli::default_ca),
+            ca: args.ca.clone().unwrap_or_else(program::default_ca),
             identity: args.cert.clone().zip(args.key.clone()),
         }
     }

@@ -9,11 +9,6 @@ use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
 /// Where the stack serves gRPC (chapter 9), by the name its certificate carries.
 pub const DEFAULT_TARGET: &str = "https://localhost:50051";
 
-/// The CA that signed the development certificates (chapter 3).
-pub fn default_ca() -> PathBuf {
-    certs::Pki::new(certs::default_dir()).ca_cert()
-}
-
 /// Calls the Greeter and the Streamer over gRPC, on one channel, and explains
 /// any failure with the status table.
 #[derive(Parser, Debug, Clone)]

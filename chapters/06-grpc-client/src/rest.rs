@@ -188,7 +188,7 @@ impl fmt::Display for RestError {
 
 /// Runs the REST client example's command line.
 pub async fn run(args: RestArgs) -> ExitCode {
-    let ca = args.ca.clone().unwrap_or_else(crate::cli::default_ca);
+    let ca = args.ca.clone().unwrap_or_else(program::default_ca);
     let client = match client(&ca, args.http1) {
         Ok(client) => client,
         Err(e) => {

@@ -5,7 +5,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::Parser;
 
-use crate::flow::{Config, Direction, parse_duration, parse_size};
+use crate::flow::{Config, Direction, parse_size};
 
 /// A fast sender and a slow reader on one gRPC stream, over TLS on loopback.
 ///
@@ -32,17 +32,17 @@ pub struct Args {
     #[arg(long, value_parser = parse_size, default_value = "16KiB")]
     pub message: u32,
     /// The reader takes one message, then pauses this long
-    #[arg(long, value_parser = parse_duration, default_value = "10ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "10ms")]
     pub read_every: Duration,
     /// How long the sender sends
-    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "3s")]
     pub duration: Duration,
     /// How often to print a line
-    #[arg(long, value_parser = parse_duration, default_value = "250ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "250ms")]
     pub report_every: Duration,
     /// Upload only: how long the reader may take to finish what is in flight
     /// once the sender stops; past it, the call is cancelled
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "10s")]
     pub drain_limit: Duration,
     /// Also write every sample to this CSV file
     #[arg(long, value_name = "PATH")]

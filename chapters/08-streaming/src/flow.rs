@@ -759,24 +759,6 @@ pub fn parse_size(text: &str) -> Result<u32, String> {
     u32::try_from(n * factor).map_err(|_| format!("{text} is too large"))
 }
 
-/// Parses `10ms`, `2s` or `1.5s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let bad = || format!("{text:?} is not a duration such as 10ms or 3s");
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        return Err(bad());
-    };
-    let n: f64 = number.trim().parse().map_err(|_| bad())?;
-    if !(0.0..=3600.0).contains(&(n * scale)) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(n * scale))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,15 +772,6 @@ mod tests {
         assert!(parse_size("1GiB").is_err());
         assert!(parse_size("lots").is_err());
         assert!(parse_size("8192MiB").is_err());
-    }
-
-    #[test]
-    fn durations_parse_in_ms_and_s() {
-        assert_eq!(parse_duration("10ms"), Ok(Duration::from_millis(10)));
-        assert_eq!(parse_duration("3s"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("-1s").is_err());
     }
 
     #[test]

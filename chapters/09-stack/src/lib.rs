@@ -43,7 +43,7 @@ pub struct Args {
 
 /// `cargo run`'s entry point.
 pub fn main() -> ExitCode {
-    grpc_server::init_tracing();
+    program::init_tracing();
     let args = Args::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -55,10 +55,10 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let stack = Stack::start(&args).await?;
         print_banner(&stack, &args);
-        let signal = grpc_server::shutdown_signal();
+        let signal = program::shutdown_signal();
         stack.run_until(signal).await
     });
-    certs::exit_code(result)
+    program::exit_code(result)
 }
 
 /// Both servers, bound and serving.

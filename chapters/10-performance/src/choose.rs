@@ -127,7 +127,7 @@ pub async fn closed_loop(
 }
 
 pub async fn run(args: Args) -> ExitCode {
-    certs::exit_code(run_inner(args).await)
+    program::exit_code(run_inner(args).await)
 }
 
 async fn run_inner(args: Args) -> anyhow::Result<()> {
@@ -136,9 +136,9 @@ async fn run_inner(args: Args) -> anyhow::Result<()> {
         "--headroom must be at least 1 (got {}): a deadline below p99 fails more than 1% of calls on purpose",
         args.headroom
     );
-    let ca = args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca);
+    let ca = args.ca.clone().unwrap_or_else(program::default_ca);
     let (_stack, servers) = if args.spawn {
-        let (stack, servers) = Servers::spawn_stack(&certs::default_dir(), ca).await?;
+        let (stack, servers) = Servers::spawn_stack(&program::certs_dir(), ca).await?;
         println!("servers started in this process (--spawn), on loopback");
         (Some(stack), servers)
     } else {

@@ -683,29 +683,16 @@ pub fn format_line(label: &str, s: &Summary, floor_p50: Option<u64>) -> String {
     line
 }
 
-/// The CPUs this process may run on, as the kernel says (`taskset` narrows it).
-fn cpus_allowed() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("Cpus_allowed_list:")
-                    .map(|v| v.trim().to_string())
-            })
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// The program: set up the arms, measure, print, write the CSV.
 pub async fn run(args: Args) -> ExitCode {
-    certs::exit_code(run_inner(args).await)
+    program::exit_code(run_inner(args).await)
 }
 
 async fn run_inner(args: Args) -> anyhow::Result<()> {
-    let ca = args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca);
+    let ca = args.ca.clone().unwrap_or_else(program::default_ca);
     // Keep the in-process stack alive for the whole run.
     let (_stack, servers, placement) = if args.spawn {
-        let (stack, servers) = Servers::spawn_stack(&certs::default_dir(), ca).await?;
+        let (stack, servers) = Servers::spawn_stack(&program::certs_dir(), ca).await?;
         let placement = format!(
             "client and servers in this one process (--spawn: gRPC :{}, REST :{}), sharing one Tokio runtime",
             stack.grpc_addr.port(),
@@ -737,7 +724,7 @@ async fn run_inner(args: Args) -> anyhow::Result<()> {
 
     println!(
         "{placement}; CPUs allowed: {} (taskset narrows this)",
-        cpus_allowed()
+        program::proc::cpus_allowed()
     );
     let how = if args.fresh_connections {
         "a new connection per call"

@@ -182,7 +182,7 @@ pub struct Args {
 pub async fn run(args: &Args, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
     let target = grpc_client::Target {
         url: args.backend.clone(),
-        ca: args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca),
+        ca: args.ca.clone().unwrap_or_else(program::default_ca),
         identity: None,
     };
     // One channel to the backend for all calls, connected on first use.

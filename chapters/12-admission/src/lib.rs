@@ -127,7 +127,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub reanalyse: bool,
     /// Folder of the development PKI (created if missing)
-    #[arg(long, env = "CERTS_DIR", default_value_os_t = certs::default_dir())]
+    #[arg(long, env = "CERTS_DIR", default_value_os_t = program::certs_dir())]
     pub certs_dir: PathBuf,
 }
 

@@ -11,5 +11,5 @@ async fn main() -> ExitCode {
         Some(Child::Client(client)) => admission::children::client(client).await,
         None => admission::runner::run(args.run).await.map(|_| ()),
     };
-    certs::exit_code(result)
+    program::exit_code(result)
 }

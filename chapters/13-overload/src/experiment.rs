@@ -15,7 +15,7 @@ use loadgen::{
     cli::code_name,
     open_loop::{Counters, Outcome, SendError, SlotRecord, WhenFull, run_bounded},
     report::Percentiles,
-    schedule::{Schedule, parse_duration},
+    schedule::Schedule,
 };
 use perf::retry::RetryThrottle;
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
@@ -90,13 +90,13 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
     /// Work per call: how long it occupies a worker
-    #[arg(long, value_parser = parse_duration, default_value = "10ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "10ms")]
     pub service: Duration,
     /// Every call's overall deadline, from when it was due
-    #[arg(long, value_parser = parse_duration, default_value = "300ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "300ms")]
     pub deadline: Duration,
     /// drop and drop-lifo start a call only if it can end this long before its deadline
-    #[arg(long, value_parser = parse_duration, default_value = "5ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "5ms")]
     pub margin: Duration,
     /// Queue places for wait, drop and drop-lifo
     #[arg(long, default_value_t = 1024)]
@@ -105,19 +105,19 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub reject_queue: usize,
     /// How long each load is offered [default: 6s; with --quick: 1.5s]
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = program::duration::parse)]
     pub step: Option<Duration>,
     /// The start of each step, left out of the figures
     /// [default: 1.5s; with --quick: 500ms]
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = program::duration::parse)]
     pub warmup: Option<Duration>,
     /// Attempts per call under the retry policies, the first included
     #[arg(long, default_value_t = 5)]
     pub max_attempts: u32,
     /// Budgeted retries: backoff before retry n is random in [0, min(cap, base*2^(n-1))]
-    #[arg(long, value_parser = parse_duration, default_value = "25ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "25ms")]
     pub backoff_base: Duration,
-    #[arg(long, value_parser = parse_duration, default_value = "200ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "200ms")]
     pub backoff_cap: Duration,
     /// Budgeted retries: gRPC retry throttling's bucket size and refill per success
     #[arg(long, default_value_t = 10.0)]

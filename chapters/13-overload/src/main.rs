@@ -8,7 +8,7 @@ use clap::Parser;
 async fn main() -> ExitCode {
     // The message and its causes, not a backtrace: bad settings are the usual
     // reason, and the message names the flag.
-    certs::exit_code(
+    program::exit_code(
         overload::report::run(overload::Args::parse())
             .await
             .map(drop),

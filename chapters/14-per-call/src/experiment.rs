@@ -15,8 +15,8 @@ use loadgen::{
     plot::{Bar, BarPanel, Panel, Series, bars, panels},
     report::{write, write_json},
     run_bounded,
-    schedule::parse_duration,
 };
+use program::proc::{self, Pid};
 use proto::greeter::v1::greeter_client::GreeterClient;
 use serde::Serialize;
 
@@ -25,7 +25,7 @@ use crate::{
     h2load::{CrossCheck, cross_check},
     load::{Streams, connect, unary_call},
     ramp::{KneeReason, PerUnit, Ramp, Shape, Spread, StepResult, knee, plateau},
-    server::{Placement, ServerInfo, ServerProcess, Snapshot, thread_names},
+    server::{Placement, ServerInfo, ServerProcess, Snapshot},
     syscalls::{SyscallCount, count},
 };
 
@@ -55,10 +55,10 @@ pub struct Args {
     #[arg(long, default_value = "32000:724000:10")]
     pub stream_ramp: Ramp,
     /// How long each step offers its rate
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "2s")]
     pub step: Duration,
     /// Load at the ramp's first rate before the ramp, not recorded
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "1s")]
     pub warmup: Duration,
     /// Persistent Echo streams the messages are spread over
     #[arg(long, default_value_t = 20)]
@@ -72,7 +72,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "defer")]
     pub when_full: WhenFull,
     /// Deadline of each call (or each message's echo)
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "1s")]
     pub deadline: Duration,
     /// Rate of the strace runs, for both shapes (strace slows the server several-fold)
     #[arg(long, default_value_t = 2000.0)]
@@ -203,29 +203,10 @@ async fn progress(now: Now) {
     }
 }
 
-/// CPU time of this process so far (every thread), from /proc.
-fn own_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
-fn loadavg() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
 /// Checks the server's own account of its configuration against the arm, and
 /// counts its threads from outside, in /proc/PID/task.
 pub fn verify(info: &ServerInfo, arm: Arm) -> anyhow::Result<()> {
-    let outside = thread_names(&info.pid.to_string());
+    let outside = proc::thread_names(Pid::Of(info.pid));
     let named = outside
         .iter()
         .filter(|n| *n == crate::arm::WORKER_THREAD_NAME)
@@ -265,7 +246,7 @@ async fn one_ramp(
     label: &str,
 ) -> anyhow::Result<RampResult> {
     let args = ctx.args;
-    let loadavg_1m = loadavg();
+    let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
     let mut server = ServerProcess::start(&ctx.exe, arm, ctx.server_cpu)?;
     verify(&server.info, arm)?;
     let channel = connect(server.info.addr).await?;
@@ -328,12 +309,12 @@ async fn one_ramp(
         );
         let slots = Schedule::constant(rate, args.step).slots();
         let before = server.snapshot()?;
-        let client_before = own_cpu_ns();
+        let client_before = proc::cpu_ns(Pid::This);
         let started = std::time::Instant::now();
         let records = drive(slots, counters).await;
         let wall = started.elapsed();
         let delta: Snapshot = server.snapshot()?.since(&before);
-        let client_cpu = (own_cpu_ns() - client_before) as f64 / wall.as_nanos() as f64;
+        let client_cpu = (proc::cpu_ns(Pid::This) - client_before) as f64 / wall.as_nanos() as f64;
         let units = match shape {
             Shape::Unary => delta.unary_calls,
             Shape::Stream => delta.messages,

@@ -20,6 +20,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use program::proc::{self, Pid};
 use proto::{
     greeter::v1::{HelloReply, HelloRequest, greeter_server},
     streaming::v1::{Chunk, CountdownRequest, Tick, UploadSummary, streamer_server},
@@ -176,70 +177,20 @@ impl Snapshot {
     }
 }
 
-/// Threads of a process, by the name the kernel knows them by.
-pub fn thread_names(pid: &str) -> Vec<String> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .map(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .unwrap_or_default()
-                .trim()
-                .to_string()
-        })
-        .collect()
-}
-
-fn proc_totals() -> (u64, u64) {
-    let (mut cpu_ns, mut switches) = (0, 0);
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return (0, 0);
-    };
-    for task in tasks.flatten() {
-        let read = |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
-        cpu_ns += read("schedstat")
-            .split_whitespace()
-            .next()
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0);
-        for line in read("status").lines() {
-            if let Some(n) = line
-                .strip_prefix("voluntary_ctxt_switches:")
-                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
-            {
-                switches += n.trim().parse::<u64>().unwrap_or(0);
-            }
-        }
-    }
-    (cpu_ns, switches)
-}
-
 fn snapshot(counts: &Counts, runtime: &tokio::runtime::Handle) -> Snapshot {
     let metrics = runtime.metrics();
-    let (cpu_ns, context_switches) = proc_totals();
     let workers = 0..metrics.num_workers();
     Snapshot {
         unary_calls: counts.unary_calls.load(Ordering::Relaxed),
         messages: counts.messages.load(Ordering::Relaxed),
         spawned: counts.spawned.load(Ordering::Relaxed),
-        cpu_ns,
-        context_switches,
+        cpu_ns: proc::cpu_ns(Pid::This),
+        context_switches: proc::context_switches(Pid::This),
         parks: workers.clone().map(|w| metrics.worker_park_count(w)).sum(),
         busy_ns: workers
             .map(|w| metrics.worker_total_busy_duration(w).as_nanos() as u64)
             .sum(),
     }
-}
-
-fn cpus_allowed() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
 }
 
 // ANCHOR: serve_process
@@ -276,7 +227,7 @@ pub fn serve_process(arm: Arm) -> anyhow::Result<()> {
 // ANCHOR_END: serve_process
 
 fn control(addr: SocketAddr, arm: Arm, counts: &Counts, runtime: &tokio::runtime::Handle) {
-    let names = thread_names("self");
+    let names = proc::thread_names(Pid::This);
     let info = ServerInfo {
         addr,
         pid: std::process::id(),
@@ -284,7 +235,7 @@ fn control(addr: SocketAddr, arm: Arm, counts: &Counts, runtime: &tokio::runtime
         workers: runtime.metrics().num_workers(),
         named_worker_threads: names.iter().filter(|n| *n == WORKER_THREAD_NAME).count(),
         threads: names.len(),
-        cpus_allowed: cpus_allowed(),
+        cpus_allowed: proc::cpus_allowed(),
     };
     let mut out = std::io::stdout().lock();
     let say = |out: &mut std::io::StdoutLock, line: String| {

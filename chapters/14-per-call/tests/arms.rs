@@ -8,7 +8,7 @@ use per_call::{
     arm::WORKER_THREAD_NAME,
     experiment::verify,
     load::{Streams, connect, unary_call},
-    server::{ServerProcess, thread_names},
+    server::ServerProcess,
 };
 use proto::greeter::v1::greeter_client::GreeterClient;
 
@@ -39,7 +39,7 @@ async fn every_arm_runs_the_threads_it_claims_and_echoes_both_ways() {
         assert_eq!(info.arm, text);
         assert_eq!(info.workers, workers, "{text}: runtime metrics");
         // Counted again from outside, not taken on the server's word.
-        let names = thread_names(&info.pid.to_string());
+        let names = program::proc::thread_names(program::proc::Pid::Of(info.pid));
         let counted = names.iter().filter(|n| *n == WORKER_THREAD_NAME).count();
         assert_eq!(counted, named, "{text}: {names:?}");
         // Main thread + control thread, plus the pool: nothing else runs.

@@ -10,7 +10,7 @@ use streaming::{
 };
 
 fn main() -> ExitCode {
-    grpc_server::init_tracing();
+    program::init_tracing();
     let args = Args::parse();
     let config = args.config();
     if let Err(e) = config.check() {

@@ -8,7 +8,7 @@ use perf::propagation::{Args, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    grpc_server::init_tracing();
+    program::init_tracing();
     let args = Args::parse();
-    certs::exit_code(run(&args, grpc_server::shutdown_signal()).await)
+    program::exit_code(run(&args, program::shutdown_signal()).await)
 }

@@ -17,8 +17,8 @@ use loadgen::{
     meta::RunMeta,
     plot::{Panel, Series, panels},
     report::{write, write_csv, write_json},
-    schedule::{DisplayDuration, parse_duration},
 };
+use program::duration::Show;
 use serde_json::json;
 use tokio::process::Command;
 
@@ -31,7 +31,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 80.0)]
     pub rate: f64,
     /// How long the client sends [default: 24s, 12s with --quick]
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = program::duration::parse)]
     pub duration: Option<Duration>,
     /// The worker's service time by phase
     /// [default: 10ms@0s,40ms@6s,10ms@18s; 10ms@0s,40ms@3s,10ms@9s with --quick]
@@ -84,7 +84,7 @@ struct Arm {
 
 pub async fn compare(args: CompareArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rate > 0.0, "--rate must be above 0");
-    let pki = certs::Pki::new(certs::default_dir());
+    let pki = certs::Pki::new(program::certs_dir());
     pki.generate(false)?;
     let schedule = Schedule::constant(args.rate, args.duration());
     let plan = args.plan();
@@ -93,7 +93,7 @@ pub async fn compare(args: CompareArgs) -> anyhow::Result<()> {
         schedule.slots().len(),
         args.message_bytes,
         args.rate,
-        DisplayDuration(args.duration()),
+        Show(args.duration()),
         plan,
         args.capacity
     );

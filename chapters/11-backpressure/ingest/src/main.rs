@@ -7,10 +7,10 @@ use ingest::{Args, Command};
 async fn main() -> ExitCode {
     let result = match Args::parse().command {
         Command::Serve(args) => {
-            grpc_server::init_tracing();
+            program::init_tracing();
             ingest::server::serve(args, |_| {}).await
         }
         Command::Compare(args) => ingest::compare::compare(args).await,
     };
-    certs::exit_code(result)
+    program::exit_code(result)
 }

@@ -3,7 +3,7 @@
 
 use std::{fmt, str::FromStr, time::Duration};
 
-use loadgen::schedule::{DisplayDuration, parse_duration};
+use program::duration::{self, Show};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 /// Service time by phase. The time is chosen when service of a message starts:
@@ -121,10 +121,7 @@ impl FromStr for ServicePlan {
             let (service, from) = part.split_once('@').ok_or_else(|| {
                 format!("`{part}` is not a phase; write SERVICE@FROM, e.g. 40ms@12s")
             })?;
-            phases.push((
-                parse_duration(from.trim())?,
-                parse_duration(service.trim())?,
-            ));
+            phases.push((duration::parse(from)?, duration::parse(service)?));
         }
         if phases.first().map(|p| p.0) != Some(Duration::ZERO) {
             return Err(format!("`{text}`: the first phase must start at 0s"));
@@ -145,9 +142,7 @@ impl fmt::Display for ServicePlan {
         let parts: Vec<String> = self
             .phases
             .iter()
-            .map(|(from, service)| {
-                format!("{}@{}", DisplayDuration(*service), DisplayDuration(*from))
-            })
+            .map(|(from, service)| format!("{}@{}", Show(*service), Show(*from)))
             .collect();
         if self.precise {
             write!(f, "precise:")?;

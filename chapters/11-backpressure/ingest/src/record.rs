@@ -179,20 +179,6 @@ pub fn budget_csv(changes: &[(Duration, crate::admission::BudgetChange)]) -> Str
     out
 }
 
-/// Reads this process's resident set size from `/proc/self/status` (Linux);
-/// 0 where there is no such file.
-pub fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,12 +220,5 @@ mod tests {
             timeline_csv(&[sample]).lines().nth(1),
             Some("50.000,3,4,8,10,6,2048")
         );
-    }
-
-    #[test]
-    fn rss_is_read_from_proc() {
-        if Path::new("/proc/self/status").exists() {
-            assert!(rss_kib() > 0);
-        }
     }
 }

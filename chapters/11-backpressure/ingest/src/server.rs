@@ -7,7 +7,6 @@ use certs::TlsArgs;
 use loadgen::{
     meta::RunMeta,
     report::{write, write_json},
-    schedule::parse_duration,
 };
 use proto::ingest::v1::ingest_server::IngestServer;
 use serde_json::json;
@@ -51,7 +50,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// How often the queue depth and memory are sampled
-    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    #[arg(long, value_parser = program::duration::parse, default_value = "50ms")]
     pub sample_every: Duration,
     /// Folder for the server's records (messages, timeline, budget, server.json)
     #[arg(long, default_value = "target/experiments/ingest-server")]
@@ -114,7 +113,7 @@ pub async fn serve(args: ServeArgs, on_start: impl FnOnce(&Arc<Ingestor>)) -> an
     let calls = args.calls;
     let stop = async move {
         tokio::select! {
-            _ = grpc_server::shutdown_signal() => {}
+            _ = program::shutdown_signal() => {}
             _ = calls_done.wait_for(|n| calls.is_some_and(|c| *n >= c)) => {}
         }
     };

@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::{
     admission::{Gate, Reservation},
     plan::ServicePlan,
-    record::{MessageRow, Recorder, Sample, rss_kib},
+    record::{MessageRow, Recorder, Sample},
 };
 
 /// Where pending messages wait for the worker.
@@ -180,7 +180,7 @@ impl Ingestor {
             budget: self.gate().map_or(0, |g| g.budget()),
             received: self.totals.received.load(Ordering::Relaxed),
             processed: self.totals.processed.load(Ordering::Relaxed),
-            rss_kib: rss_kib(),
+            rss_kib: program::proc::rss_kib(program::proc::Pid::This),
         }
     }
 

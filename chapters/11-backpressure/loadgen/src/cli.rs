@@ -14,7 +14,7 @@ use crate::{
     meta::RunMeta,
     open_loop::{Counters, SendError, WhenFull, run_bounded},
     report::{Summary, write_csv, write_json},
-    schedule::{Schedule, Step, parse_duration},
+    schedule::{Schedule, Step},
 };
 
 /// Open-loop load: sends at scheduled times whatever the server does, and
@@ -64,7 +64,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "defer")]
         when_full: WhenFull,
         /// Each call's deadline
-        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        #[arg(long, value_parser = program::duration::parse, default_value = "1s")]
         deadline: Duration,
         /// How long the server works on each call
         #[arg(long, default_value_t = 0)]
@@ -84,7 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     });
     let target = Target {
         url: url.clone(),
-        ca: args.ca.clone().unwrap_or_else(grpc_client::cli::default_ca),
+        ca: args.ca.clone().unwrap_or_else(program::default_ca),
         identity: None,
     };
     let channel = endpoint(&target)?

@@ -4,5 +4,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    certs::exit_code(loadgen::cli::run(loadgen::cli::Args::parse()).await)
+    program::exit_code(loadgen::cli::run(loadgen::cli::Args::parse()).await)
 }

@@ -1,5 +1,6 @@
 //! What a result file needs to say about where it came from.
 
+use program::proc::Machine;
 use serde::Serialize;
 
 /// The program, its arguments, its build, and the machine it ran on.
@@ -12,14 +13,6 @@ pub struct RunMeta {
     pub build: &'static str,
     pub started_unix_s: u64,
     pub machine: Machine,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Machine {
-    pub os: String,
-    pub cpus: usize,
-    pub cpu_model: String,
-    pub kernel: String,
 }
 
 impl RunMeta {
@@ -40,29 +33,6 @@ impl RunMeta {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             machine: Machine::this(),
-        }
-    }
-}
-
-impl Machine {
-    pub fn this() -> Machine {
-        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-        let os = read("/etc/os-release")
-            .lines()
-            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-            .map(|s| s.trim_matches('"').to_string())
-            .unwrap_or_else(|| std::env::consts::OS.to_string());
-        let cpu_model = read("/proc/cpuinfo")
-            .lines()
-            .find_map(|l| l.strip_prefix("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, m)| m.trim().to_string())
-            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-        Machine {
-            os,
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            cpu_model,
-            kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
         }
     }
 }

@@ -7,6 +7,8 @@
 
 use std::{fmt, str::FromStr, time::Duration};
 
+use program::duration::Show;
+
 /// `rate` sends per second for `duration`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
@@ -96,42 +98,15 @@ impl FromStr for Step {
         if !(rate.is_finite() && rate > 0.0) {
             return Err(format!("rate in `{text}` must be above 0"));
         }
-        let duration = parse_duration(duration.trim()).map_err(|e| format!("in `{text}`: {e}"))?;
+        let duration =
+            program::duration::parse(duration).map_err(|e| format!("in `{text}`: {e}"))?;
         Ok(Step { rate, duration })
     }
 }
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/s:{}", self.rate, DisplayDuration(self.duration))
-    }
-}
-
-/// `36s`, `500ms`, `1.5s`: the durations on every command line of chapters 11-14.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration; write e.g. 36s, 1.5s or 500ms");
-    let (number, unit) = match text.strip_suffix("ms") {
-        Some(n) => (n, 1e-3),
-        None => (text.strip_suffix('s').ok_or_else(bad)?, 1.0),
-    };
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    if !(value.is_finite() && value >= 0.0) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(value * unit))
-}
-
-/// Prints a duration the way [`parse_duration`] reads it.
-pub struct DisplayDuration(pub Duration);
-
-impl fmt::Display for DisplayDuration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.0.as_secs_f64() * 1e3;
-        if ms > 0.0 && ms < 1000.0 {
-            write!(f, "{}ms", (ms * 1000.0).round() / 1000.0)
-        } else {
-            write!(f, "{}s", self.0.as_secs_f64())
-        }
+        write!(f, "{}/s:{}", self.rate, Show(self.duration))
     }
 }
 
@@ -171,16 +146,6 @@ mod tests {
                 error.contains(bad) || error.contains("must be"),
                 "{bad}: {error}"
             );
-        }
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-    }
-
-    #[test]
-    fn durations_print_as_they_parse() {
-        for text in ["36s", "500ms", "1.5s", "12.5ms"] {
-            let d = parse_duration(text).unwrap();
-            assert_eq!(DisplayDuration(d).to_string(), text);
         }
     }
 }

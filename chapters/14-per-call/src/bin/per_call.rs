@@ -14,7 +14,7 @@ fn main() -> ExitCode {
         Some(arm) => serve_process(arm),
         None => experiment(args),
     };
-    certs::exit_code(result)
+    program::exit_code(result)
 }
 
 // ANCHOR: placement
