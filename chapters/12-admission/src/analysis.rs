@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One processed message, on the plan's clock.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,7 +19,7 @@ pub struct Message {
 }
 
 /// The windows of the analysis (the seed's, times the scale).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Windows {
     /// Healthy baseline: messages enqueued in [0, slow_from).
     pub slow_from: f64,
@@ -94,7 +94,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 /// How a run came back to health after the slowdown.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Recovery {
     /// p95 queue residence of messages enqueued in the healthy window.
     pub baseline_p95_ms: f64,
@@ -158,7 +158,7 @@ pub struct Run {
 }
 
 /// Percentiles of one cohort.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cohort {
     pub n: usize,
     pub p95_ms: Option<f64>,
@@ -176,7 +176,7 @@ impl Cohort {
 }
 
 /// One run's row of the per-run table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRow {
     pub block: usize,
     pub policy: String,
@@ -221,7 +221,7 @@ pub fn run_row(run: &Run, w: &Windows) -> RunRow {
 }
 
 /// A point estimate with its block-bootstrap 95% interval, in percent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub point: f64,
     pub low: f64,
@@ -276,7 +276,7 @@ pub fn bootstrap_reduction(
 // ANCHOR_END: bootstrap
 
 /// One policy over all its runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PolicySummary {
     pub policy: String,
     pub runs: usize,
@@ -303,7 +303,7 @@ pub struct PolicySummary {
 }
 
 /// Everything the report shows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Analysis {
     pub windows: Windows,
     pub blocks: usize,

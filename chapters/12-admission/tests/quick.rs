@@ -100,22 +100,10 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("| fixed-32 |") && report.contains("Recovery"));
 
-    // Reanalysing the same folder reproduces the same per-run table.
+    // Rendering the same folder again reproduces the same per-run table.
     let again = Command::new(env!("CARGO_BIN_EXE_admission"))
-        .args([
-            "--quick",
-            "--scale",
-            "0.1",
-            "--message-bytes",
-            "1024",
-            "--resamples",
-            "50",
-            "--reanalyse",
-        ])
-        .arg("--out")
+        .arg("--render")
         .arg(&out)
-        .arg("--certs-dir")
-        .arg(&certs)
         .output()
         .unwrap();
     assert!(

@@ -14,8 +14,8 @@ use anyhow::{Context, bail};
 use loadgen::{
     cli::code_name,
     open_loop::{Counters, Outcome, SendError, SlotRecord, WhenFull, run_bounded},
-    report::Percentiles,
     schedule::Schedule,
+    summary::Percentiles,
 };
 use perf::retry::RetryThrottle;
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};

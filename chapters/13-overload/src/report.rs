@@ -3,10 +3,10 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use loadgen::{
-    meta::RunMeta,
+use harness::{
+    RunMeta,
     plot::{Panel, Series, panels},
-    report::{write, write_json},
+    records::{write, write_json},
 };
 use serde::Serialize;
 

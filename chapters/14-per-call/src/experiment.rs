@@ -9,13 +9,12 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use loadgen::{
-    Counters, Schedule, SlotRecord, WhenFull,
-    meta::RunMeta,
+use harness::{
+    RunMeta,
     plot::{Bar, BarPanel, Panel, Series, bars, panels},
-    report::{write, write_json},
-    run_bounded,
+    records::{write, write_json},
 };
+use loadgen::{Counters, Schedule, SlotRecord, WhenFull, run_bounded};
 use program::proc::{self, Pid};
 use proto::greeter::v1::greeter_client::GreeterClient;
 use serde::Serialize;

@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// Where pending messages wait for the worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Policy {
     /// An unbounded channel: the handler takes every message the stream offers.
     Unbounded,

@@ -1,15 +1,14 @@
-//! From records to numbers: counts, percentiles, and the raw rows kept beside them.
+//! From slot records to numbers: every slot counted once, and percentiles.
 
-use std::{fmt, io::Write, path::Path, time::Duration};
+use std::{fmt, time::Duration};
 
-use anyhow::Context;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::open_loop::{Outcome, SlotRecord};
 
 /// Percentiles of one set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub p50_ms: f64,
@@ -58,7 +57,7 @@ impl fmt::Display for Percentiles {
 // ANCHOR: summary
 /// Every slot is counted once: `scheduled = ok + failed + skipped + shed +
 /// aborted + unfinished`. Nothing the schedule asked for disappears.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub scheduled: u64,
     pub ok: u64,
@@ -138,50 +137,6 @@ impl fmt::Display for Summary {
     }
 }
 
-/// The raw rows: one line per slot, times in milliseconds from the run's start
-/// (empty when the slot was never sent).
-pub fn write_csv(path: &Path, records: &[SlotRecord]) -> anyhow::Result<()> {
-    let mut out = Vec::new();
-    writeln!(
-        out,
-        "index,step,due_ms,started_ms,ended_ms,outcome,deferred,code"
-    )?;
-    let ms = |d: Option<Duration>| {
-        d.map(|d| format!("{:.3}", d.as_secs_f64() * 1e3))
-            .unwrap_or_default()
-    };
-    for r in records {
-        let outcome = serde_json::to_value(r.outcome)?;
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{}",
-            r.index,
-            r.step,
-            ms(Some(r.due)),
-            ms(r.started),
-            ms(r.ended),
-            outcome.as_str().unwrap_or_default(),
-            r.deferred,
-            r.code.as_deref().unwrap_or_default().replace(',', ";"),
-        )?;
-    }
-    write(path, &out)
-}
-
-/// Writes `value` as pretty JSON.
-pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
-    let mut text = serde_json::to_vec_pretty(value)?;
-    text.push(b'\n');
-    write(path, &text)
-}
-
-pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,7 +182,7 @@ mod tests {
             rec(0, Outcome::Ok, Some(0), Some(5)),
             rec(1, Outcome::Failed, Some(10), Some(12)),
         ];
-        write_csv(&path, &records).unwrap();
+        harness::records::write_csv(&path, &records).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
