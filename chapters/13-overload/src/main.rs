@@ -3,14 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use harness::Start;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // The message and its causes, not a backtrace: bad settings are the usual
-    // reason, and the message names the flag.
-    program::exit_code(
-        overload::report::run(overload::Args::parse())
-            .await
-            .map(drop),
-    )
+    let args = overload::Args::parse();
+    program::exit_code(harness::experiment::main(&args.flags, || args.config(), Start::Fresh).await)
 }
