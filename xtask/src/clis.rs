@@ -34,7 +34,7 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("loadgen", "loadgen", parse::<loadgen::cli::Args>),
     ("overload", "overload", parse::<overload::Args>),
     ("ingest", "ingest", parse::<ingest::Args>),
-    ("per-call", "per_call", parse::<per_call::experiment::Args>),
+    ("per-call", "per_call", parse::<per_call::config::Args>),
     ("admission", "admission", parse::<admission::Args>),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];

@@ -11,10 +11,10 @@ use std::{net::SocketAddr, path::Path, process::Command};
 use anyhow::Context;
 use prost::Message;
 use proto::greeter::v1::HelloRequest;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What h2load reported, or why it did not run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrossCheck {
     pub ran: bool,
     pub calls_per_s: Option<f64>,
@@ -39,7 +39,7 @@ pub fn grpc_body(name: &str) -> Vec<u8> {
 /// Runs `h2load` against `addr` for `calls` calls with `streams` in flight on
 /// one connection, if it is installed.
 pub fn cross_check(addr: SocketAddr, calls: u64, streams: usize, dir: &Path) -> CrossCheck {
-    if !crate::server::have("h2load") {
+    if !crate::placement::have("h2load") {
         return CrossCheck {
             ran: false,
             calls_per_s: None,

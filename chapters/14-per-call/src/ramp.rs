@@ -3,7 +3,7 @@
 use std::{fmt, str::FromStr, time::Duration};
 
 use loadgen::{Outcome, SlotRecord, Summary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::server::Snapshot;
 
@@ -12,7 +12,7 @@ use crate::server::Snapshot;
 /// factor above the one before (a geometric ramp spends as many steps at low
 /// load as near saturation, where the interesting things happen in
 /// proportion to the rate).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Ramp {
     pub from: f64,
     pub to: f64,
@@ -64,7 +64,7 @@ impl fmt::Display for Ramp {
 }
 
 /// Unary calls, or messages on persistent streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
     Unary,
@@ -81,7 +81,7 @@ impl fmt::Display for Shape {
 }
 
 /// Server-side counts divided by the units (calls or messages) it answered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PerUnit {
     pub cpu_us: f64,
     pub busy_us: f64,
@@ -103,8 +103,9 @@ impl PerUnit {
     }
 }
 
-/// One step of one ramp.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One step of one ramp (on disk, a flat row of `steps.csv`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "crate::records::StepRow", from = "crate::records::StepRow")]
 pub struct StepResult {
     pub arm: String,
     pub shape: Shape,
@@ -184,7 +185,7 @@ impl StepResult {
 
 // ANCHOR: knee
 /// Why a step counts as the knee.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KneeReason {
     /// Answered less than 95% of the offered rate within the step.
@@ -219,7 +220,7 @@ pub fn plateau(steps: &[StepResult]) -> f64 {
 }
 
 /// Median, minimum and maximum of some repeats.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,

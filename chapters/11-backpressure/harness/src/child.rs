@@ -76,9 +76,12 @@ pub fn answer<R: Role>(
 ) -> anyhow::Result<Link<R>> {
     let stdout = Arc::new(Mutex::new(std::io::stdout()));
     let out = stdout.clone();
+    let (running, started) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("harness-ctl".into())
         .spawn(move || {
+            // Named by now (std names a thread before running it): say so.
+            let _ = running.send(());
             for line in std::io::stdin().lock().lines() {
                 let Ok(line) = line else { break };
                 let reply = match serde_json::from_str::<R::Ask>(&line) {
@@ -98,6 +101,9 @@ pub fn answer<R: Role>(
             std::process::exit(0);
         })
         .context("cannot start the child's control thread")?;
+    started
+        .recv()
+        .context("the child's control thread did not start")?;
     Ok(Link {
         stdout,
         _role: std::marker::PhantomData,
