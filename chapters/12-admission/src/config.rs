@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use harness::{Experiment, Folder, experiment::Flags};
+use harness::{Experiment, experiment::Flags};
 use ingest::plan::ServicePlan;
 use serde::{Deserialize, Serialize};
 
@@ -157,13 +157,5 @@ impl Config {
 impl Experiment for Config {
     fn out(&self) -> &Path {
         &self.out
-    }
-
-    async fn run(&self, folder: &Folder) -> anyhow::Result<()> {
-        crate::runner::run(self, folder).await
-    }
-
-    fn render(&self, folder: &Folder) -> anyhow::Result<String> {
-        crate::render::render(self, folder)
     }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use admission::{Args, Child};
 use clap::Parser;
-use harness::Start;
+use harness::{Start, experiment::Steps};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -19,7 +19,11 @@ async fn main() -> ExitCode {
             } else {
                 Start::Fresh
             };
-            harness::experiment::main(&args.run.flags, || args.run.config(), start).await
+            let steps = Steps {
+                run: admission::runner::run,
+                render: admission::render::render,
+            };
+            harness::experiment::main(&args.run.flags, || args.run.config(), start, steps).await
         }
     };
     program::exit_code(result)

@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::bail;
-use harness::{Experiment, Folder, experiment::Flags};
+use harness::{Experiment, experiment::Flags};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -267,14 +267,6 @@ impl Config {
 impl Experiment for Config {
     fn out(&self) -> &Path {
         &self.out
-    }
-
-    async fn run(&self, folder: &Folder) -> anyhow::Result<()> {
-        crate::run::run(self, folder).await
-    }
-
-    fn render(&self, folder: &Folder) -> anyhow::Result<String> {
-        crate::render::render(self, folder)
     }
 }
 

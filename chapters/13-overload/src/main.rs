@@ -3,10 +3,16 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use harness::Start;
+use harness::{Start, experiment::Steps};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = overload::Args::parse();
-    program::exit_code(harness::experiment::main(&args.flags, || args.config(), Start::Fresh).await)
+    let steps = Steps {
+        run: overload::run::run,
+        render: overload::render::render,
+    };
+    program::exit_code(
+        harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await,
+    )
 }

@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::bail;
 use clap::Parser;
-use harness::{Experiment, Folder, experiment::Flags};
+use harness::{Experiment, experiment::Flags};
 use loadgen::WhenFull;
 use serde::{Deserialize, Serialize};
 
@@ -173,13 +173,5 @@ impl Args {
 impl Experiment for Config {
     fn out(&self) -> &Path {
         &self.out
-    }
-
-    async fn run(&self, folder: &Folder) -> anyhow::Result<()> {
-        crate::run::run(self, folder).await
-    }
-
-    fn render(&self, folder: &Folder) -> anyhow::Result<String> {
-        crate::render::render(self, folder)
     }
 }

@@ -12,10 +12,7 @@
 //! `--render DIR` re-creates a finished run's report byte for byte, without
 //! running anything (say, after the report's layout changed).
 
-use std::{
-    future::Future,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use serde::{Serialize, de::DeserializeOwned};
@@ -37,15 +34,20 @@ pub struct Flags {
 /// The file in every results folder that holds the run's `Config`.
 pub const CONFIG: &str = "config.json";
 
-/// An experiment's checked configuration, which knows how to run and render.
+/// An experiment's checked configuration: stored with the run, compared
+/// when a run is resumed.
 pub trait Experiment: Serialize + DeserializeOwned + PartialEq {
     /// Where a new run's results go (`--out`).
     fn out(&self) -> &Path;
-    /// Measures, writing typed records into `folder`.
-    fn run(&self, folder: &Folder) -> impl Future<Output = anyhow::Result<()>>;
-    /// Reads the records in `folder` and writes the report files there;
+}
+
+/// What an experiment does, besides being configured.
+pub struct Steps<E, R> {
+    /// Measures, writing typed records into the folder.
+    pub run: R,
+    /// Reads the records in the folder and writes the report files there;
     /// returns what to print (the tables a reader looks at first).
-    fn render(&self, folder: &Folder) -> anyhow::Result<String>;
+    pub render: fn(&E, &Folder) -> anyhow::Result<String>,
 }
 
 /// Whether a run starts afresh or continues an interrupted one.
@@ -63,11 +65,12 @@ pub async fn main<E: Experiment>(
     flags: &Flags,
     config: impl FnOnce() -> anyhow::Result<E>,
     start: Start,
+    steps: Steps<E, impl AsyncFnOnce(&E, &Folder) -> anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
     if let Some(dir) = &flags.render {
         let folder = Folder::open(dir)?;
         let config: E = folder.read_json(CONFIG)?;
-        print!("{}", config.render(&folder)?);
+        print!("{}", (steps.render)(&config, &folder)?);
         println!("rendered again from its records: {}", dir.display());
         return Ok(());
     }
@@ -91,8 +94,8 @@ pub async fn main<E: Experiment>(
             folder
         }
     };
-    config.run(&folder).await?;
-    print!("{}", config.render(&folder)?);
+    (steps.run)(&config, &folder).await?;
+    print!("{}", (steps.render)(&config, &folder)?);
     println!("results in {}", folder.path().display());
     Ok(())
 }

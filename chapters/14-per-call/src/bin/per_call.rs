@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use harness::Start;
+use harness::{Start, experiment::Steps};
 use per_call::config::Args;
 
 fn main() -> ExitCode {
@@ -19,10 +19,15 @@ fn main() -> ExitCode {
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|runtime| {
+                let steps = Steps {
+                    run: per_call::run::run,
+                    render: per_call::render::render,
+                };
                 runtime.block_on(harness::experiment::main(
                     &args.flags,
                     || args.config(),
                     Start::Fresh,
+                    steps,
                 ))
             })
     };

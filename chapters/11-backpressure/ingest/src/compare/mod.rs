@@ -8,7 +8,10 @@ pub mod run;
 
 use std::{path::PathBuf, time::Duration};
 
-use harness::{Experiment, Folder, Start, experiment::Flags};
+use harness::{
+    Experiment, Start,
+    experiment::{Flags, Steps},
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{plan::ServicePlan, server::PolicyName};
@@ -89,16 +92,12 @@ impl Experiment for Config {
     fn out(&self) -> &std::path::Path {
         &self.out
     }
-
-    async fn run(&self, folder: &Folder) -> anyhow::Result<()> {
-        run::run(self, folder).await
-    }
-
-    fn render(&self, folder: &Folder) -> anyhow::Result<String> {
-        render::render(self, folder)
-    }
 }
 
 pub async fn compare(args: CompareArgs) -> anyhow::Result<()> {
-    harness::experiment::main(&args.flags, || args.config(), Start::Fresh).await
+    let steps = Steps {
+        run: run::run,
+        render: render::render,
+    };
+    harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await
 }
