@@ -34,7 +34,6 @@ use clap::Parser;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use prost::Message;
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use rustls::{ClientConfig, HandshakeKind, client::Resumption, pki_types::ServerName};
 use tokio::{
@@ -373,15 +372,11 @@ async fn fresh_call(
     let io = TokioIo::new(connect_tls(addr, tls, handshakes).await?);
     let authority = format!("localhost:{}", addr.port());
     let request = if grpc {
-        // The bytes tonic sends: a 5-byte gRPC frame header, then the message.
-        let message = hello_request().encode_to_vec();
-        let mut framed = vec![0u8];
-        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&message);
+        // The bytes tonic sends: one gRPC frame holding the message.
         http::Request::post(format!("https://{authority}/greeter.v1.Greeter/SayHello"))
             .header("content-type", "application/grpc")
             .header("te", "trailers")
-            .body(Full::new(Bytes::from(framed)))?
+            .body(Full::new(Bytes::from(proto::grpc_frame(&hello_request()))))?
     } else {
         let uri = match http {
             Http::H2 => format!("https://{authority}/v1/greetings"),
