@@ -21,7 +21,6 @@ use std::{
     fmt::Write as _,
     net::SocketAddr,
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -679,11 +678,7 @@ pub fn format_line(label: &str, s: &Summary, floor_p50: Option<u64>) -> String {
 }
 
 /// The program: set up the arms, measure, print, write the CSV.
-pub async fn run(args: Args) -> ExitCode {
-    program::exit_code(run_inner(args).await)
-}
-
-async fn run_inner(args: Args) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<()> {
     let ca = args.ca.clone().unwrap_or_else(program::default_ca);
     // Keep the in-process stack alive for the whole run.
     let (_stack, servers, placement) = if args.spawn {

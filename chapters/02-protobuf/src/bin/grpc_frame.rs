@@ -6,19 +6,23 @@
 //! server, which shows that gRPC is ordinary HTTP/2 with a framing convention.
 //! The frame itself is written by [`proto::grpc_frame`].
 
-use std::io::Write;
+use std::{io::Write, process::ExitCode};
 
 use clap::Parser;
 use proto::cli::GrpcFrameArgs as Args;
 use proto::greeter::v1::HelloRequest;
 
-fn main() -> std::io::Result<()> {
-    let args = Args::parse();
+fn main() -> ExitCode {
+    program::exit_code(write_frame(Args::parse()))
+}
+
+fn write_frame(args: Args) -> anyhow::Result<()> {
     let request = HelloRequest {
         name: args.name,
         delay_ms: args.delay_ms,
     };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&proto::grpc_frame(&request))?;
-    stdout.flush()
+    stdout.flush()?;
+    Ok(())
 }
