@@ -15,7 +15,10 @@ use std::sync::{
 
 use clap::{Parser, ValueEnum};
 
-use crate::latency::{Caller, Servers, Summary};
+use crate::{
+    latency::{Caller, Servers},
+    stats::Summary,
+};
 
 /// Measures p99 of a method under CONCURRENCY calls in flight (closed loop)
 /// and suggests a deadline of p99 x HEADROOM, rounded up.

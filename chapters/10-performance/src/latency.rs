@@ -42,6 +42,8 @@ use tokio::{
 use tokio_rustls::{TlsConnector, client::TlsStream};
 use tonic::transport::Channel;
 
+use crate::stats::Summary;
+
 /// No call in this program should come near this; it is here so that a hung
 /// server ends the run with an error instead of hanging it.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,41 +90,6 @@ pub struct Args {
     #[arg(long)]
     pub ca: Option<PathBuf>,
 }
-
-// ANCHOR: summary
-/// What a list of latencies says, in microseconds. Percentiles are by the
-/// nearest-rank rule: p99 of 200 samples is the 198th smallest, a sample that
-/// really happened, never an interpolation between two.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Summary {
-    pub n: usize,
-    pub p50: u64,
-    pub p95: u64,
-    pub p99: u64,
-    pub mean: f64,
-    pub max: u64,
-}
-
-impl Summary {
-    pub fn of(samples: &[u64]) -> Option<Summary> {
-        if samples.is_empty() {
-            return None;
-        }
-        let mut sorted = samples.to_vec();
-        sorted.sort_unstable();
-        let n = sorted.len();
-        let rank = |p: f64| sorted[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
-        Some(Summary {
-            n,
-            p50: rank(50.0),
-            p95: rank(95.0),
-            p99: rank(99.0),
-            mean: sorted.iter().sum::<u64>() as f64 / n as f64,
-            max: sorted[n - 1],
-        })
-    }
-}
-// ANCHOR_END: summary
 
 // ANCHOR: schedule
 /// One step of a round: call number `i` of arm `arm`, counted or warm-up.
