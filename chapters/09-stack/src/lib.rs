@@ -9,7 +9,6 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::Arc,
 };
 
@@ -41,24 +40,18 @@ pub struct Args {
     pub mtls: bool,
 }
 
-/// `cargo run`'s entry point.
-pub fn main() -> ExitCode {
+/// `cargo run`'s entry point: parses the command line, serves until Ctrl-C or
+/// SIGTERM, and returns once both servers have drained.
+pub fn main() -> anyhow::Result<()> {
     program::init_tracing();
     let args = Args::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the Tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the Tokio runtime")?;
+    runtime.block_on(async {
         let stack = Stack::start(&args).await?;
         print_banner(&stack, &args);
         let signal = program::shutdown_signal();
         stack.run_until(signal).await
-    });
-    program::exit_code(result)
+    })
 }
 
 /// Both servers, bound and serving.
