@@ -14,9 +14,10 @@
 use std::{fmt, time::Duration};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 // ANCHOR: summary
+// ANCHOR: nearest_rank
 /// The nearest-rank percentile of values sorted in ascending order: the value
 /// at rank `ceil(p/100 × n)`, counted from 1. p99 of 200 samples is the 198th
 /// smallest, a sample that really happened, never an interpolation between two.
@@ -27,6 +28,7 @@ pub fn nearest_rank_sorted<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
     let n = sorted.len();
     Some(sorted[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1])
 }
+// ANCHOR_END: nearest_rank
 
 /// What a list of latencies says, in microseconds, percentiles by the nearest
 /// rank.
@@ -83,7 +85,7 @@ fn median_sorted(sorted: &[f64]) -> Option<f64> {
 }
 
 /// Median, minimum and maximum of some repeats.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -134,7 +136,7 @@ impl fmt::Display for Spread {
 }
 
 /// Percentiles of one set of durations, in milliseconds, from an HDR histogram.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub p50_ms: f64,

@@ -9,7 +9,6 @@
 use std::{net::SocketAddr, path::Path, process::Command};
 
 use anyhow::Context;
-use prost::Message;
 use proto::greeter::v1::HelloRequest;
 use serde::{Deserialize, Serialize};
 
@@ -23,17 +22,12 @@ pub struct CrossCheck {
     pub note: String,
 }
 
-/// A gRPC request body: uncompressed flag, big-endian length, message.
+/// A gRPC request body for SayHello: one frame (chapter 2).
 pub fn grpc_body(name: &str) -> Vec<u8> {
-    let message = HelloRequest {
+    proto::grpc_frame(&HelloRequest {
         name: name.into(),
         delay_ms: 0,
-    }
-    .encode_to_vec();
-    let mut body = vec![0u8];
-    body.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    body.extend_from_slice(&message);
-    body
+    })
 }
 
 /// Runs `h2load` against `addr` for `calls` calls with `streams` in flight on
@@ -113,6 +107,7 @@ fn run(addr: SocketAddr, calls: u64, streams: usize, dir: &Path) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     #[test]
     fn the_body_is_one_grpc_frame() {

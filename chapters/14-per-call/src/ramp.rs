@@ -3,6 +3,7 @@
 use std::{fmt, str::FromStr, time::Duration};
 
 use loadgen::{Outcome, SlotRecord, Summary};
+pub use perf::stats::Spread;
 use serde::{Deserialize, Serialize};
 
 use crate::server::Snapshot;
@@ -219,61 +220,6 @@ pub fn plateau(steps: &[StepResult]) -> f64 {
     steps.iter().map(|s| s.goodput).fold(0.0, f64::max)
 }
 
-/// Median, minimum and maximum of some repeats.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub n: usize,
-}
-
-impl Spread {
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Spread {
-        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return Spread::default();
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-            n,
-        }
-    }
-}
-
-impl fmt::Display for Spread {
-    /// `15200 (14800–15900, n=3)`; precision follows the size of the number.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.n == 0 {
-            return write!(f, "–");
-        }
-        let p = if self.median.abs() >= 100.0 {
-            0
-        } else if self.median.abs() >= 10.0 {
-            1
-        } else {
-            2
-        };
-        if self.n == 1 {
-            return write!(f, "{:.p$}", self.median);
-        }
-        write!(
-            f,
-            "{:.p$} ({:.p$}–{:.p$}, n={})",
-            self.median, self.min, self.max, self.n
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,17 +303,5 @@ mod tests {
             (s.scheduled, s.ok, s.failed, s.shed, s.deferred),
             (5, 3, 1, 1, 2)
         );
-    }
-
-    #[test]
-    fn spreads_have_a_median_and_a_range() {
-        let s = Spread::of([3.0, 1.0, 2.0, f64::NAN]);
-        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
-        assert_eq!(Spread::of([1.0, 2.0]).median, 1.5);
-        assert_eq!(
-            Spread::of([15234.4, 14800.0, 15900.0]).to_string(),
-            "15234 (14800–15900, n=3)"
-        );
-        assert_eq!(Spread::of([]).to_string(), "–");
     }
 }

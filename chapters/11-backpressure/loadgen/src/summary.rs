@@ -1,58 +1,11 @@
 //! From slot records to numbers: every slot counted once, and percentiles.
 
-use std::{fmt, time::Duration};
+use std::fmt;
 
-use hdrhistogram::Histogram;
+pub use perf::stats::Percentiles;
 use serde::{Deserialize, Serialize};
 
 use crate::open_loop::{Outcome, SlotRecord};
-
-/// Percentiles of one set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub count: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-}
-
-impl Percentiles {
-    /// Recorded in microseconds with 3 significant digits: a percentile is
-    /// within 0.1% of the exact value, whatever the range.
-    pub fn of(durations: impl IntoIterator<Item = Duration>) -> Percentiles {
-        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-        let mut max = Duration::ZERO;
-        for d in durations {
-            h.record(d.as_micros().max(1) as u64)
-                .expect("auto-resizing histogram");
-            max = max.max(d);
-        }
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        let ms = |us: u64| us as f64 / 1e3;
-        Percentiles {
-            count: h.len(),
-            p50_ms: ms(h.value_at_quantile(0.50)),
-            p99_ms: ms(h.value_at_quantile(0.99)),
-            // The exact maximum, not its histogram bucket.
-            max_ms: max.as_secs_f64() * 1e3,
-        }
-    }
-}
-
-impl fmt::Display for Percentiles {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.count == 0 {
-            return write!(f, "none");
-        }
-        write!(
-            f,
-            "p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n={})",
-            self.p50_ms, self.p99_ms, self.max_ms, self.count
-        )
-    }
-}
 
 // ANCHOR: summary
 /// Every slot is counted once: `scheduled = ok + failed + skipped + shed +
@@ -140,6 +93,7 @@ impl fmt::Display for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn rec(index: u64, outcome: Outcome, started: Option<u64>, ended: Option<u64>) -> SlotRecord {
         let ms = Duration::from_millis;
