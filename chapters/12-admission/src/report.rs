@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    analysis::{Analysis, Interval, PolicySummary},
+    analysis::{Analysis, Cohort, Interval, PolicySummary},
     contract::Contract,
     records::Attempt,
 };
@@ -186,6 +186,47 @@ fn table(o: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<Str
     o.push('\n');
 }
 
+/// One cohort's queue residence per policy, ours beside the seed's: `pick`
+/// chooses the cohort (and the median of its per-run p95s), `seed` the
+/// seed's p95, p99 and message count for it.
+fn cohort_table(
+    o: &mut String,
+    a: &Analysis,
+    scale: f64,
+    pick: impl Fn(&PolicySummary) -> (&Cohort, Option<f64>),
+    seed: fn(&SeedFigures) -> (f64, f64, Option<usize>),
+) {
+    table(
+        o,
+        &[
+            "policy",
+            "pooled p95",
+            "seed",
+            "pooled p99",
+            "seed",
+            "messages",
+            "seed (5 blocks)",
+            "median of per-run p95",
+        ],
+        a.policies.iter().map(|p| {
+            let (cohort, median) = pick(p);
+            let seed = seed_at(&p.policy, scale).map(|f| seed(&f));
+            let seed_ms =
+                |v: Option<f64>| v.map_or("(not in the seed)".into(), |v| format!("{v:.1}"));
+            vec![
+                p.policy.clone(),
+                ms(cohort.p95_ms),
+                seed_ms(seed.map(|s| s.0)),
+                ms(cohort.p99_ms),
+                seed_ms(seed.map(|s| s.1)),
+                cohort.n.to_string(),
+                seed.and_then(|s| s.2).map_or("-".into(), |n| n.to_string()),
+                ms(median),
+            ]
+        }),
+    );
+}
+
 /// The report: tables only, each under a heading that says what it holds.
 pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     let s = c.scale;
@@ -241,64 +282,29 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
         &["check"],
         acceptance(c, a).into_iter().map(|line| vec![line]),
     );
-    let seed_cell = |p: &str, f: fn(&SeedFigures) -> f64| seed_ms(p, s, f);
     let _ = writeln!(
         o,
         "#### Queue residence (ms), enqueued {:.1}-{:.1} s: slowdown and recovery\n",
         w.slow_from, w.end
     );
-    table(
+    cohort_table(
         &mut o,
-        &[
-            "policy",
-            "pooled p95",
-            "seed",
-            "pooled p99",
-            "seed",
-            "messages",
-            "seed (5 blocks)",
-            "median of per-run p95",
-        ],
-        a.policies.iter().map(|p| {
-            vec![
-                p.policy.clone(),
-                ms(p.pooled.p95_ms),
-                seed_cell(&p.policy, |f| f.pooled_p95),
-                ms(p.pooled.p99_ms),
-                seed_cell(&p.policy, |f| f.pooled_p99),
-                p.pooled.n.to_string(),
-                seed_at(&p.policy, s).map_or("-".into(), |f| f.pooled_n.to_string()),
-                ms(p.median_run_pooled_p95_ms),
-            ]
-        }),
+        a,
+        s,
+        |p| (&p.pooled, p.median_run_pooled_p95_ms),
+        |f| (f.pooled_p95, f.pooled_p99, Some(f.pooled_n)),
     );
     let _ = writeln!(
         o,
         "#### Queue residence (ms), enqueued {:.1}-{:.1} s: slowdown only\n",
         w.slow_from, w.slow_to
     );
-    table(
+    cohort_table(
         &mut o,
-        &[
-            "policy",
-            "pooled p95",
-            "seed",
-            "pooled p99",
-            "seed",
-            "messages",
-            "median of per-run p95",
-        ],
-        a.policies.iter().map(|p| {
-            vec![
-                p.policy.clone(),
-                ms(p.slowdown.p95_ms),
-                seed_cell(&p.policy, |f| f.slowdown_p95),
-                ms(p.slowdown.p99_ms),
-                seed_cell(&p.policy, |f| f.slowdown_p99),
-                p.slowdown.n.to_string(),
-                ms(p.median_run_slowdown_p95_ms),
-            ]
-        }),
+        a,
+        s,
+        |p| (&p.slowdown, p.median_run_slowdown_p95_ms),
+        |f| (f.slowdown_p95, f.slowdown_p99, None),
     );
     let _ = writeln!(
         o,

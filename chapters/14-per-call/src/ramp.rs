@@ -104,9 +104,8 @@ impl PerUnit {
     }
 }
 
-/// One step of one ramp (on disk, a flat row of `steps.csv`).
+/// One step of one ramp: a row of `steps.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(into = "crate::records::StepRow", from = "crate::records::StepRow")]
 pub struct StepResult {
     pub arm: String,
     pub shape: Shape,
@@ -132,7 +131,13 @@ pub struct StepResult {
     pub server_cpu: f64,
     /// The generator's CPU time over the step's wall time.
     pub client_cpu: f64,
-    pub per_unit: PerUnit,
+    /// The server's cost per unit (a call or a message), flat so that the
+    /// step is one CSV row: see [`PerUnit`].
+    pub cpu_us_per_unit: f64,
+    pub busy_us_per_unit: f64,
+    pub ctx_switches_per_unit: f64,
+    pub parks_per_unit: f64,
+    pub spawned_per_unit: f64,
 }
 
 // ANCHOR: goodput
@@ -174,7 +179,33 @@ impl StepResult {
             late_p50_ms: s.lateness.p50_ms,
             server_cpu: 0.0,
             client_cpu: 0.0,
-            per_unit: PerUnit::default(),
+            cpu_us_per_unit: 0.0,
+            busy_us_per_unit: 0.0,
+            ctx_switches_per_unit: 0.0,
+            parks_per_unit: 0.0,
+            spawned_per_unit: 0.0,
+        }
+    }
+
+    /// The same step with the server's cost per unit filled in.
+    pub fn with_per_unit(self, p: PerUnit) -> StepResult {
+        StepResult {
+            cpu_us_per_unit: p.cpu_us,
+            busy_us_per_unit: p.busy_us,
+            ctx_switches_per_unit: p.context_switches,
+            parks_per_unit: p.parks,
+            spawned_per_unit: p.spawned,
+            ..self
+        }
+    }
+
+    pub fn per_unit(&self) -> PerUnit {
+        PerUnit {
+            cpu_us: self.cpu_us_per_unit,
+            busy_us: self.busy_us_per_unit,
+            context_switches: self.ctx_switches_per_unit,
+            parks: self.parks_per_unit,
+            spawned: self.spawned_per_unit,
         }
     }
 

@@ -10,7 +10,7 @@ use loadgen::{Outcome, SlotRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ramp::{PerUnit, Shape, StepResult},
+    ramp::{Shape, StepResult},
     server::ServerInfo,
     syscalls::SyscallCount,
 };
@@ -33,99 +33,6 @@ pub struct RampRecord {
     /// The machine's 1-minute load average when the ramp started: on a
     /// shared machine, how much else was running.
     pub loadavg_1m: f64,
-}
-
-/// A [`StepResult`] as a flat row of `steps.csv`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepRow {
-    pub arm: String,
-    pub shape: Shape,
-    pub repeat: usize,
-    pub step: usize,
-    pub offered: f64,
-    pub duration_s: f64,
-    pub scheduled: u64,
-    pub ok: u64,
-    pub failed: u64,
-    pub shed: u64,
-    pub deferred: u64,
-    pub unfinished: u64,
-    pub goodput: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    pub late_p50_ms: f64,
-    pub server_cpu: f64,
-    pub client_cpu: f64,
-    pub cpu_us_per_unit: f64,
-    pub busy_us_per_unit: f64,
-    pub ctx_switches_per_unit: f64,
-    pub parks_per_unit: f64,
-    pub spawned_per_unit: f64,
-}
-
-impl From<StepResult> for StepRow {
-    fn from(s: StepResult) -> StepRow {
-        StepRow {
-            arm: s.arm,
-            shape: s.shape,
-            repeat: s.repeat,
-            step: s.step,
-            offered: s.offered,
-            duration_s: s.duration_s,
-            scheduled: s.scheduled,
-            ok: s.ok,
-            failed: s.failed,
-            shed: s.shed,
-            deferred: s.deferred,
-            unfinished: s.unfinished,
-            goodput: s.goodput,
-            p50_ms: s.p50_ms,
-            p99_ms: s.p99_ms,
-            max_ms: s.max_ms,
-            late_p50_ms: s.late_p50_ms,
-            server_cpu: s.server_cpu,
-            client_cpu: s.client_cpu,
-            cpu_us_per_unit: s.per_unit.cpu_us,
-            busy_us_per_unit: s.per_unit.busy_us,
-            ctx_switches_per_unit: s.per_unit.context_switches,
-            parks_per_unit: s.per_unit.parks,
-            spawned_per_unit: s.per_unit.spawned,
-        }
-    }
-}
-
-impl From<StepRow> for StepResult {
-    fn from(r: StepRow) -> StepResult {
-        StepResult {
-            arm: r.arm,
-            shape: r.shape,
-            repeat: r.repeat,
-            step: r.step,
-            offered: r.offered,
-            duration_s: r.duration_s,
-            scheduled: r.scheduled,
-            ok: r.ok,
-            failed: r.failed,
-            shed: r.shed,
-            deferred: r.deferred,
-            unfinished: r.unfinished,
-            goodput: r.goodput,
-            p50_ms: r.p50_ms,
-            p99_ms: r.p99_ms,
-            max_ms: r.max_ms,
-            late_p50_ms: r.late_p50_ms,
-            server_cpu: r.server_cpu,
-            client_cpu: r.client_cpu,
-            per_unit: PerUnit {
-                cpu_us: r.cpu_us_per_unit,
-                busy_us: r.busy_us_per_unit,
-                context_switches: r.ctx_switches_per_unit,
-                parks: r.parks_per_unit,
-                spawned: r.spawned_per_unit,
-            },
-        }
-    }
 }
 
 /// One sampled slot of one step: a row of `samples.csv`.

@@ -190,9 +190,9 @@ async fn one_ramp(
             step: i,
             server_cpu: delta.cpu_ns as f64 / wall.as_nanos() as f64,
             client_cpu,
-            per_unit: PerUnit::of(&delta, units),
             ..StepResult::from_records(&records, rate, c.step)
-        };
+        }
+        .with_per_unit(PerUnit::of(&delta, units));
         ctx.samples
             .extend(SampleRow::of(&step, &records, c.raw_every));
         let saturated = step.saturated();

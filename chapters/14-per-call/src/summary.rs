@@ -98,12 +98,12 @@ fn per_unit(ramps: &[&RampResult]) -> (PerUnit, PerUnit) {
             spawned: m(|p| p.spawned),
         }
     };
-    let low = median(&|r| r.steps.first().map(|s| s.per_unit));
+    let low = median(&|r| r.steps.first().map(|s| s.per_unit()));
     let high = median(&|r| {
         r.steps
             .iter()
             .max_by(|a, b| a.goodput.total_cmp(&b.goodput))
-            .map(|s| s.per_unit)
+            .map(|s| s.per_unit())
     });
     (low, high)
 }
@@ -130,7 +130,7 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
         ramps
             .iter()
             .filter_map(|r| top(r))
-            .map(|s| 1e6 / s.per_unit.cpu_us)
+            .map(|s| 1e6 / s.cpu_us_per_unit)
             .collect()
     };
     let cpus = |ramps: &[&RampResult]| {
@@ -142,7 +142,7 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
     };
     let cpu_ratio = unary.iter().filter_map(|u| {
         let s = stream.iter().find(|s| s.repeat == u.repeat)?;
-        Some(top(u)?.per_unit.cpu_us / top(s)?.per_unit.cpu_us)
+        Some(top(u)?.cpu_us_per_unit / top(s)?.cpu_us_per_unit)
     });
     let (unary_low, unary_high) = per_unit(&unary);
     let (stream_low, stream_high) = per_unit(&stream);

@@ -10,44 +10,25 @@ use harness::{RunMeta, records::ms};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-/// One message's path through the server. Times are from the server's start.
-/// On disk it is a [`MessageCsv`] row, which adds the two spans a reader
-/// wants most, so that nobody recomputes them differently.
+/// One message's path through the server: a row of `messages.csv`. Times
+/// are from the server's start. The two spans a reader wants most, queue
+/// residence and service, are stored with it, so nobody recomputes them
+/// differently.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(into = "MessageCsv", from = "MessageCsv")]
 pub struct MessageRow {
     pub stream: u64,
     pub seq: u64,
     /// How long the handler waited for a reservation before asking for it.
-    pub admission_wait: Duration,
-    pub enqueued: Duration,
-    pub dequeued: Duration,
-    /// Service starts as soon as the worker dequeues; it ends after `service`.
-    pub service_end: Duration,
-    pub worker: usize,
-}
-
-impl MessageRow {
-    /// Enqueue to dequeue: the time spent waiting in the queue.
-    pub fn queue_residence(&self) -> Duration {
-        self.dequeued - self.enqueued
-    }
-}
-
-/// A row of `messages.csv`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MessageCsv {
-    pub stream: u64,
-    pub seq: u64,
     #[serde(rename = "admission_wait_ms", with = "ms")]
     pub admission_wait: Duration,
     #[serde(rename = "enqueued_ms", with = "ms")]
     pub enqueued: Duration,
     #[serde(rename = "dequeued_ms", with = "ms")]
     pub dequeued: Duration,
+    /// Service starts as soon as the worker dequeues.
     #[serde(rename = "service_end_ms", with = "ms")]
     pub service_end: Duration,
-    /// Enqueue to dequeue.
+    /// Enqueue to dequeue: the time spent waiting in the queue.
     #[serde(rename = "queue_ms", with = "ms")]
     pub queue: Duration,
     /// Dequeue to service end.
@@ -56,33 +37,10 @@ pub struct MessageCsv {
     pub worker: usize,
 }
 
-impl From<MessageRow> for MessageCsv {
-    fn from(r: MessageRow) -> MessageCsv {
-        MessageCsv {
-            stream: r.stream,
-            seq: r.seq,
-            admission_wait: r.admission_wait,
-            enqueued: r.enqueued,
-            dequeued: r.dequeued,
-            service_end: r.service_end,
-            queue: r.queue_residence(),
-            service: r.service_end - r.dequeued,
-            worker: r.worker,
-        }
-    }
-}
-
-impl From<MessageCsv> for MessageRow {
-    fn from(r: MessageCsv) -> MessageRow {
-        MessageRow {
-            stream: r.stream,
-            seq: r.seq,
-            admission_wait: r.admission_wait,
-            enqueued: r.enqueued,
-            dequeued: r.dequeued,
-            service_end: r.service_end,
-            worker: r.worker,
-        }
+impl MessageRow {
+    /// Enqueue to dequeue: the time spent waiting in the queue.
+    pub fn queue_residence(&self) -> Duration {
+        self.queue
     }
 }
 
@@ -216,6 +174,8 @@ mod tests {
             enqueued: ms(100),
             dequeued: ms(130),
             service_end: ms(170),
+            queue: ms(30),
+            service: ms(40),
             worker: 0,
         };
         let dir = tempfile::tempdir().unwrap();

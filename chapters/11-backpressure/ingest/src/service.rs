@@ -237,6 +237,8 @@ impl Ingestor {
                 enqueued: at(enqueued),
                 dequeued: at(dequeued),
                 service_end: at(free_since),
+                queue: dequeued - enqueued,
+                service: free_since - dequeued,
                 worker,
             });
             self.totals.processed.fetch_add(1, Ordering::Relaxed);
