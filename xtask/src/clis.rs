@@ -103,7 +103,7 @@ pub enum Checked {
     /// Its arguments parse with the program's own parser.
     Parsed,
     /// An example whose parser is private to its file: the command must be one
-    /// that `book/observe.sh` runs, so CI runs it for real.
+    /// that a step of `book/observe/*.toml` runs, so CI runs it for real.
     MustBeObserved,
 }
 
