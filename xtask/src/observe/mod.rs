@@ -5,8 +5,8 @@
 //! - `steps.rs` reads `book/observe/chNN.toml`, the steps as data, and
 //!   `validate.rs` checks them whole before anything runs;
 //! - `run.rs` runs them: commands through `bash -c`, servers from their
-//!   binaries, each process under a `guard.rs` guard, each wait bounded
-//!   (`wait.rs`);
+//!   binaries (`server.rs`), each process under a `guard.rs` guard, each
+//!   wait bounded (`wait.rs`);
 //! - `output.rs` is what an observed file holds and how raw output becomes one;
 //! - `build.rs` builds what the steps run, first;
 //! - `compare.rs` is `--check`'s verdict; `machine.rs` writes `machine.txt`.
@@ -17,6 +17,7 @@ mod guard;
 mod machine;
 mod output;
 mod run;
+mod server;
 pub mod steps;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,8 @@
 //! Runs a chapter's steps (see `steps.rs` for what each kind means) and
 //! writes what they printed into the observed folder.
 //!
-//! Every process is a [`Guarded`] child, and the [`Runner`] owns them all:
+//! Every process is a [`Guarded`] child (servers through `server.rs`), and
+//! the [`Runner`] owns them all:
 //! however a chapter ends (an error, a panic, Ctrl-C), dropping the runner
 //! stops the background commands and then the servers, newest first. Raw
 //! output goes to a scratch folder first and is normalised on its way out.
@@ -19,14 +20,13 @@ use rustix::process::Signal as UnixSignal;
 use crate::observe::{
     guard::Guarded,
     output::{self, Normalise},
+    server::{Server, read_lossy},
     steps::{self, Action, Chapter},
     wait,
 };
 
 /// A command may build in release mode before it runs an experiment.
 const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
-/// Servers start from built binaries: seconds would do; this allows a busy machine.
-const READY_LIMIT: Duration = Duration::from_secs(60);
 /// A server drains its calls for up to 30 s (their DRAIN_TIMEOUT) before it exits.
 const STOP_LIMIT: Duration = Duration::from_secs(45);
 /// A server that stops by itself has been told to by then (`--calls`).
@@ -46,17 +46,6 @@ struct Background {
     output: PathBuf,
     normalise: Normalise,
     _tmp: Option<tempfile::TempDir>,
-}
-
-struct Server {
-    program: String,
-    child: Guarded,
-    log: PathBuf,
-    /// How much of `log` earlier files have taken.
-    seen: usize,
-    /// The whole log, and stdout when kept apart, once it has stopped.
-    log_file: Option<String>,
-    stdout: Option<(PathBuf, String)>,
 }
 
 pub struct Runner {
@@ -100,7 +89,7 @@ impl Runner {
                 "observe {} step {}: {}",
                 chapter.name,
                 step.number,
-                step.action.summary()
+                summary(&step.action)
             );
             self.step(&step.action, &normalise).with_context(|| {
                 format!(
@@ -244,59 +233,8 @@ impl Runner {
     }
 
     fn start(&mut self, start: &steps::Start, normalise: &Normalise) -> anyhow::Result<()> {
-        let profile = if start.release { "release" } else { "debug" };
-        let binary = self.target.join(profile).join(&start.start);
-        if !binary.exists() {
-            bail!(
-                "{} does not exist; the build before the steps should have made it",
-                binary.display()
-            );
-        }
-        let ready = self.scratch_path(&format!("{}.ready", start.start));
-        let log = self.scratch_path(&format!("{}.log", start.start));
-        let log_sink = File::create(&log)?;
-        let mut command = Command::new(&binary);
-        command
-            .args(&start.args)
-            .arg("--ready-file")
-            .arg(&ready)
-            .envs(&start.env)
-            .env("RUST_LOG", "info")
-            .current_dir(&self.root)
-            .stdin(Stdio::null())
-            .stderr(log_sink.try_clone()?);
-        let stdout = match &start.stdout {
-            Some(file) => {
-                let path = self.scratch_path(&format!("{}.stdout", start.start));
-                command.stdout(File::create(&path)?);
-                Some((path, file.clone()))
-            }
-            None => {
-                command.stdout(log_sink);
-                None
-            }
-        };
-        let mut child = Guarded::spawn(start.start.clone(), command)?;
-        let waited = program::ready_file::wait(&ready, READY_LIMIT, || {
-            wait::check_interrupt(&format!("starting {}", start.start))?;
-            Ok(child.try_status()?.is_none())
-        });
-        if let Err(e) = waited {
-            drop(child);
-            bail!(
-                "{} is not ready: {e:#}; its log:\n{}",
-                start.start,
-                read_lossy(&log)?
-            );
-        }
-        let mut server = Server {
-            program: start.start.clone(),
-            child,
-            log,
-            seen: 0,
-            log_file: start.log.clone(),
-            stdout,
-        };
+        let scratch = self.scratch_path(&start.start);
+        let mut server = Server::start(start, &self.root, &self.target, &scratch)?;
         let startup = server.take_log(false)?;
         self.servers.push(server);
         if let Some(file) = &start.file {
@@ -368,28 +306,21 @@ impl Runner {
     }
 }
 
-impl Server {
-    /// What it logged since the last call; while it runs, only whole lines.
-    fn take_log(&mut self, stopped: bool) -> anyhow::Result<String> {
-        let bytes = std::fs::read(&self.log)
-            .with_context(|| format!("cannot read {}'s log", self.program))?;
-        let new = &bytes[self.seen.min(bytes.len())..];
-        let end = if stopped {
-            new.len()
-        } else {
-            output::complete_lines(new)
-        };
-        self.seen += end;
-        Ok(String::from_utf8_lossy(&new[..end]).into_owned())
+/// A few words for the progress line.
+fn summary(action: &Action) -> String {
+    match action {
+        Action::Run(r) => r.file.clone().unwrap_or_else(|| r.run.clone()),
+        Action::Start(s) => format!("start {}", s.start),
+        Action::Stop(s) => format!("stop {}", s.stop),
+        Action::Wait(w) => format!("wait for {}", w.wait),
+        Action::ServerLog(l) => l.server_log.clone(),
+        Action::WaitForConnection(w) => {
+            format!("wait for a connection to :{}", w.wait_for_connection)
+        }
+        Action::WaitForFreePorts(w) => {
+            format!("wait for free ports {:?}", w.wait_for_free_ports)
+        }
+        Action::Copy(c) => c.to.clone(),
+        Action::Move(m) => m.to.clone(),
     }
-
-    /// Leaves what it logged so far out of the next file that takes its log.
-    fn skip_log(&mut self) -> anyhow::Result<()> {
-        self.take_log(false).map(drop)
-    }
-}
-
-fn read_lossy(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -267,25 +267,6 @@ impl Action {
         };
         all.into_iter().flatten().map(String::as_str).collect()
     }
-
-    /// A few words for the progress line.
-    pub fn summary(&self) -> String {
-        match self {
-            Action::Run(r) => r.file.clone().unwrap_or_else(|| r.run.clone()),
-            Action::Start(s) => format!("start {}", s.start),
-            Action::Stop(s) => format!("stop {}", s.stop),
-            Action::Wait(w) => format!("wait for {}", w.wait),
-            Action::ServerLog(l) => l.server_log.clone(),
-            Action::WaitForConnection(w) => {
-                format!("wait for a connection to :{}", w.wait_for_connection)
-            }
-            Action::WaitForFreePorts(w) => {
-                format!("wait for free ports {:?}", w.wait_for_free_ports)
-            }
-            Action::Copy(c) => c.to.clone(),
-            Action::Move(m) => m.to.clone(),
-        }
-    }
 }
 
 /// The keys that say what kind a step is; each step has exactly one.
