@@ -3,6 +3,8 @@
 //! - every `{{#include}}` names a file that exists and, if it names an anchor,
 //!   an anchor that exists in that file;
 //! - every relative link leads to a page (and heading) that exists;
+//! - every anchored region of the sources is included somewhere, and one that
+//!   ends inside a block says so (`anchors.rs`);
 //! - every chapter has the workshop's shape and a quiz of at least four
 //!   explained questions: no placeholder pages;
 //! - every command in a ```console block is either parsed by the real program's
@@ -17,6 +19,7 @@ use std::{
 };
 
 use crate::{
+    anchors,
     commands::{check_commands, check_observed},
     markdown::Page,
     observe, quiz,
@@ -146,6 +149,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
         check_commands(page, &observed, &mut problems);
     }
     check_observed(book, &pages, &mut problems)?;
+    anchors::check(&book.root, &pages, &mut problems)?;
     match book.quizzes() {
         Ok(quizzes) => {
             let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();

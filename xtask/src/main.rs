@@ -12,6 +12,7 @@
 //! - `browser` opens the built book in headless Chromium and checks that a
 //!   quiz and a plot really render.
 
+mod anchors;
 mod browser;
 mod check;
 mod clis;

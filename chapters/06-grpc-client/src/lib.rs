@@ -31,7 +31,6 @@ pub const EXIT_FAILED: u8 = 1;
 /// certificate files); clap uses the same for a bad command line.
 pub const EXIT_SETUP: u8 = 2;
 
-// ANCHOR: run
 /// Runs one `grpc-client` command line on one channel.
 pub async fn run(args: Args) -> ExitCode {
     let target = Target::from_args(&args);
@@ -70,7 +69,6 @@ pub async fn run(args: Args) -> ExitCode {
         Err(failure) => failed(&failure),
     }
 }
-// ANCHOR_END: run
 
 fn failed(failure: &Failure) -> ExitCode {
     eprintln!("{failure}");

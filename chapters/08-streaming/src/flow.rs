@@ -545,7 +545,6 @@ impl<'a, F: Fn() -> Sample, G: FnMut(&Sample)> Sampler<'a, F, G> {
     }
 }
 
-// ANCHOR: upload
 async fn upload(
     config: &Config,
     mut client: StreamerClient<Channel>,
@@ -632,9 +631,7 @@ async fn upload(
         server_live_tasks: stats.live_tasks(),
     })
 }
-// ANCHOR_END: upload
 
-// ANCHOR: download
 async fn download(
     config: &Config,
     mut client: StreamerClient<Channel>,
@@ -694,7 +691,6 @@ async fn download(
         server_live_tasks: stats.live_tasks(),
     })
 }
-// ANCHOR_END: download
 
 /// Waits, up to 5 s, until the server holds no stream and no task; returns
 /// how long that took, or `None` if it did not happen.
