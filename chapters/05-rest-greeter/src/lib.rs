@@ -14,4 +14,4 @@ pub mod problem;
 pub mod server;
 
 pub use problem::Problem;
-pub use server::{Args, BoundServer};
+pub use server::{Args, BoundServer, Cli};

@@ -31,7 +31,6 @@ pub const EXIT_FAILED: u8 = 1;
 /// certificate files); clap uses the same for a bad command line.
 pub const EXIT_SETUP: u8 = 2;
 
-// ANCHOR: run
 /// Runs one `grpc-client` command line on one channel. A failed call is an
 /// [`Exit`] with [`EXIT_FAILED`] and the failure's report; a client that could
 /// not be set up, one with [`EXIT_SETUP`].
@@ -64,7 +63,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     result.map_err(failed)?;
     Ok(())
 }
-// ANCHOR_END: run
 
 fn failed(failure: Failure) -> Exit {
     Exit::report(EXIT_FAILED, failure)

@@ -156,7 +156,6 @@ impl fmt::Display for RestError {
                 problem: Some(problem),
                 ..
             } => {
-                // ANCHOR: problem_report
                 writeln!(f, "HTTP {status}, problem details:")?;
                 writeln!(f, "  type:   {}", problem.kind)?;
                 writeln!(f, "  title:  {}", problem.title)?;
@@ -180,7 +179,6 @@ impl fmt::Display for RestError {
                         "  as a gRPC code: none (not a type from the status table)"
                     ),
                 }
-                // ANCHOR_END: problem_report
             }
         }
     }

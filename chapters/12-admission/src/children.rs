@@ -52,7 +52,6 @@ impl Role for ServeChild {
     type Answer = ();
 }
 
-// ANCHOR: serve
 /// Serves its calls with the controller driving the gate from the start,
 /// then writes the server's records and the controller's log.
 pub async fn serve() -> anyhow::Result<()> {
@@ -81,7 +80,6 @@ pub async fn serve() -> anyhow::Result<()> {
     let rows = log.lock().expect("log lock").clone();
     records::write_csv(&config.serve.record.join(CONTROLLER), &rows)
 }
-// ANCHOR_END: serve
 
 /// The client of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

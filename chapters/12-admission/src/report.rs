@@ -121,7 +121,6 @@ pub fn headline(c: &Contract, a: &Analysis) -> String {
     out
 }
 
-// ANCHOR: acceptance
 /// The acceptance checks, stated with the numbers that decide them.
 pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
     let mut lines = Vec::new();
@@ -169,7 +168,6 @@ pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
     }
     lines
 }
-// ANCHOR_END: acceptance
 
 /// A Markdown table: a header row, then one row per entry.
 fn table(o: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {

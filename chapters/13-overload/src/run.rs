@@ -68,7 +68,6 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     Ok(())
 }
 
-// ANCHOR: run_cell
 /// Runs one cell: a fresh server with the policy's rules, open-loop calls at
 /// `load` x capacity for `config.step`, each with the policy's retries.
 pub async fn run_cell(
@@ -176,4 +175,3 @@ pub async fn run_cell(
         .collect();
     Ok((calls, work, arrivals))
 }
-// ANCHOR_END: run_cell

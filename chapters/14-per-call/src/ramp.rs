@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::server::Snapshot;
 
-// ANCHOR: ramp
 /// `FROM:TO:STEPS`: STEPS rates from FROM to TO per second, each a constant
 /// factor above the one before (a geometric ramp spends as many steps at low
 /// load as near saturation, where the interesting things happen in
@@ -32,7 +31,6 @@ impl Ramp {
             .collect()
     }
 }
-// ANCHOR_END: ramp
 
 impl FromStr for Ramp {
     type Err = String;

@@ -101,7 +101,6 @@ struct Ctx<'a> {
     samples: Vec<SampleRow>,
 }
 
-// ANCHOR: one_ramp
 async fn one_ramp(
     ctx: &mut Ctx<'_>,
     arm: Arm,
@@ -211,9 +210,7 @@ async fn one_ramp(
     server.stop().await?;
     Ok((record, steps))
 }
-// ANCHOR_END: one_ramp
 
-// ANCHOR: run
 /// Runs the experiment; this program is started again as the server.
 pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     let placement = place(config.pin)?;
@@ -313,4 +310,3 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     ticker.abort();
     Ok(())
 }
-// ANCHOR_END: run

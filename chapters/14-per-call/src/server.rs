@@ -68,7 +68,6 @@ impl Echo {
 }
 // ANCHOR_END: spawn_or_inline
 
-// ANCHOR: unary
 #[tonic::async_trait]
 impl greeter_server::Greeter for Echo {
     /// Echoes the name back: no validation, no timer, no logging, so that
@@ -83,7 +82,6 @@ impl greeter_server::Greeter for Echo {
         Ok(Response::new(reply))
     }
 }
-// ANCHOR_END: unary
 
 pub type Replies<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 

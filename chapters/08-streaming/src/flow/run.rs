@@ -103,7 +103,6 @@ pub async fn run(config: &Config, mut on_sample: impl FnMut(&Sample)) -> anyhow:
     Ok(report)
 }
 
-// ANCHOR: upload
 async fn upload(
     config: &Config,
     mut client: StreamerClient<Channel>,
@@ -181,9 +180,7 @@ async fn upload(
     };
     Ok(finish(config, sampler, at_stop, ending, stats))
 }
-// ANCHOR_END: upload
 
-// ANCHOR: download
 async fn download(
     config: &Config,
     mut client: StreamerClient<Channel>,
@@ -234,7 +231,6 @@ async fn download(
     };
     Ok(finish(config, sampler, at_stop, ending, stats))
 }
-// ANCHOR_END: download
 
 /// Waits, up to 5 s, until the server holds no stream and no task; returns
 /// how long that took, or `None` if it did not happen.

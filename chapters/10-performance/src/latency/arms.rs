@@ -74,6 +74,7 @@ impl Servers {
             rest_addr: "127.0.0.1:0".parse()?,
             tls: certs::TlsArgs::in_dir(certs_dir),
             mtls: false,
+            ready_file: None,
         })
         .await?;
         let servers = Servers::of_stack(&stack, ca)?;

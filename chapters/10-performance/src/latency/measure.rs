@@ -65,7 +65,6 @@ pub async fn measure(
     Ok(samples)
 }
 
-// ANCHOR: csv
 /// Every sample as CSV, one line each: which arm, which round (from 1), which
 /// call of the round (from 0, warm-up not counted) and how long it took.
 pub fn write_csv(
@@ -83,4 +82,3 @@ pub fn write_csv(
     }
     Ok(())
 }
-// ANCHOR_END: csv

@@ -351,9 +351,9 @@ impl Ingestor {
                 (None, Queue::Bounded { .. }) => unreachable!("a bounded queue always reserves"),
             }
         }
+        // ... then wait until the worker has processed this call's messages,
         // ANCHOR_END: receive
-        // The summary reports what was processed, so wait for the worker to
-        // finish this call's messages (or to stop).
+        // since the summary reports what was processed (or stop if it stops).
         loop {
             let progress = state.progress.notified();
             tokio::pin!(progress);

@@ -216,7 +216,6 @@ pub enum WhenFull {
     Shed,
 }
 
-// ANCHOR: bounded
 /// Independent calls at the scheduled times, at most `max_in_flight` at once.
 /// After the last slot, calls still running get `drain` to finish; the rest
 /// are cancelled and recorded as [`Outcome::Unfinished`], so a run always ends.
@@ -293,7 +292,6 @@ where
     records.sort_by_key(|r| r.index);
     records
 }
-// ANCHOR_END: bounded
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::open_loop::{Outcome, SlotRecord};
 
-// ANCHOR: summary
 /// Every slot is counted once: `scheduled = ok + failed + skipped + shed +
 /// aborted + unfinished`. Nothing the schedule asked for disappears.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,7 +27,6 @@ pub struct Summary {
     /// Every send, from due to start: the generator's own accuracy (and deferrals).
     pub lateness: Percentiles,
 }
-// ANCHOR_END: summary
 
 impl Summary {
     pub fn of<'a>(records: impl IntoIterator<Item = &'a SlotRecord>) -> Summary {

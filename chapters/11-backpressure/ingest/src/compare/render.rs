@@ -78,7 +78,6 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     Ok(format!("\n{table}"))
 }
 
-// ANCHOR: table
 fn table(arms: &[Arm], capacity: usize) -> String {
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let mut row = |label: &str, f: &dyn Fn(&Arm) -> String| {
@@ -120,7 +119,6 @@ fn table(arms: &[Arm], capacity: usize) -> String {
     }
     out
 }
-// ANCHOR_END: table
 
 fn plot(arms: &[Arm], folder: &Folder, capacity: usize) -> anyhow::Result<()> {
     let series = |f: &dyn Fn(&(f64, f64, f64)) -> f64| -> Vec<Series> {
