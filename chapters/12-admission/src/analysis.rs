@@ -250,9 +250,14 @@ pub fn bootstrap_reduction(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PolicySummary {
     pub policy: String,
+    /// Valid runs of this policy, one per block.
     pub runs: usize,
+    /// Queue residence of every message enqueued in the pooled window
+    /// (slowdown and recovery), all runs together.
     pub pooled: Cohort,
+    /// The same for the slowdown window alone.
     pub slowdown: Cohort,
+    /// The median over runs of each run's own p95, pooled and slowdown.
     pub median_run_pooled_p95_ms: Option<f64>,
     pub median_run_slowdown_p95_ms: Option<f64>,
     /// Reductions of pooled (12-36 s) p95.
@@ -261,7 +266,9 @@ pub struct PolicySummary {
     /// Reductions of slowdown-only (12-24 s) p95.
     pub slowdown_vs_fixed32: Option<Interval>,
     pub slowdown_vs_fixed8: Option<Interval>,
+    /// Slots the client never sent, median over runs.
     pub median_skipped: Option<f64>,
+    /// Each run's longest client send, in run order.
     pub longest_send_ms: Vec<f64>,
     pub median_completions_per_s: Option<f64>,
     /// Mean completions/s over the blocks this policy shares with fixed-32,

@@ -29,28 +29,38 @@ pub const CONTRACT: &str = "contract.json";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Contract {
     pub experiment: String,
+    /// The program, build and machine that froze it.
     pub meta: RunMeta,
     pub blocks: usize,
+    /// Every time below is the seed's times this.
     pub scale: f64,
+    /// The open-loop schedule: `slots` sends at `rate_per_s` over `duration_s`.
     pub rate_per_s: f64,
     pub duration_s: f64,
     pub slots: usize,
     pub message_bytes: usize,
+    /// The worker's service time by phase (`10ms@0s,...`).
     pub plan: String,
+    /// Physical queue capacity K, streams of the one call, queue workers.
     pub capacity: usize,
     pub streams: usize,
     pub workers: usize,
     pub policies: Vec<PolicyKind>,
+    /// Seeds the run order (and the exponential service times, if chosen).
     pub seed: u64,
     /// Block by block, the policies in the order they run.
     pub order: Vec<Vec<PolicyKind>>,
     pub adaptive: SeedRule,
     pub target: TargetRule,
+    /// When a queue counts as near its budget, in words.
     pub near_budget: String,
     pub windows: Windows,
+    /// What is measured, and how each figure is defined, in words: the
+    /// contract says them before any run, so no definition moves afterwards.
     pub endpoints: Vec<String>,
     pub definitions: Vec<String>,
     pub transport: String,
+    /// Which runs count, in words.
     pub validity: String,
 }
 

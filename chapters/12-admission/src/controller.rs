@@ -262,13 +262,18 @@ impl Controller {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogRow {
     pub at_ms: f64,
+    /// Messages completed since the last tick, and their mean service time.
     pub completions: usize,
     pub mean_service_ms: f64,
+    /// The gate at the tick: queued Q and pending Q + R.
     pub queued: usize,
     pub pending: usize,
     pub budget_before: usize,
     pub budget_after: usize,
+    /// Why the budget moved or stayed.
     pub reason: Reason,
+    /// The controller's service-time estimate and, for `target`, the queue
+    /// delay it predicted; `None` where the policy keeps none.
     pub estimate_ms: Option<f64>,
     pub delay_ms: Option<f64>,
 }

@@ -17,27 +17,22 @@ pub fn plots(folder: &Folder, a: &Analysis, traces: &[Trace]) -> anyhow::Result<
     let mut p95 = Vec::new();
     for p in &a.policies {
         let runs: Vec<_> = a.runs.iter().filter(|r| r.policy == p.policy).collect();
-        let range = |f: &dyn Fn(&RunRow) -> Option<f64>| {
-            let v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
-            (
-                v.iter().copied().fold(f64::INFINITY, f64::min),
-                v.iter().copied().fold(0.0, f64::max),
-            )
-        };
-        let (lo, hi) = range(&|r| r.pooled.p95_ms);
-        p95.push(Bar {
-            label: format!("{} pool", p.policy),
-            value: p.pooled.p95_ms.unwrap_or(0.0),
-            low: lo.min(hi),
-            high: hi,
-        });
-        let (lo, hi) = range(&|r| r.slowdown.p95_ms);
-        p95.push(Bar {
-            label: format!("{} slow", p.policy),
-            value: p.slowdown.p95_ms.unwrap_or(0.0),
-            low: lo.min(hi),
-            high: hi,
-        });
+        // Each cohort's bar is the pooled p95; its whisker spans the runs' own p95s.
+        let cohorts: [(&str, fn(&RunRow) -> Option<f64>, Option<f64>); 2] = [
+            ("pool", |r| r.pooled.p95_ms, p.pooled.p95_ms),
+            ("slow", |r| r.slowdown.p95_ms, p.slowdown.p95_ms),
+        ];
+        for (name, of_run, pooled) in cohorts {
+            let v: Vec<f64> = runs.iter().filter_map(|r| of_run(r)).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            p95.push(Bar {
+                label: format!("{} {name}", p.policy),
+                value: pooled.unwrap_or(0.0),
+                low: lo.min(hi),
+                high: hi,
+            });
+        }
     }
     bars(
         &folder.join("p95.svg"),

@@ -82,7 +82,7 @@ pub fn seed_at(policy: &str, scale: f64) -> Option<SeedFigures> {
 }
 
 fn seed_ms(policy: &str, scale: f64, f: fn(&SeedFigures) -> f64) -> String {
-    seed_at(policy, scale).map_or("(not in the seed)".into(), |s| format!("{:.1}", f(&s)))
+    seed_at(policy, scale).map_or("-".into(), |s| format!("{:.1}", f(&s)))
 }
 
 fn interval(i: Option<Interval>) -> String {
@@ -189,11 +189,13 @@ fn table(o: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<Str
 /// seed's p95, p99 and message count for it.
 fn cohort_table(
     o: &mut String,
+    enqueued: &str,
     a: &Analysis,
     scale: f64,
     pick: impl Fn(&PolicySummary) -> (&Cohort, Option<f64>),
     seed: fn(&SeedFigures) -> (f64, f64, Option<usize>),
 ) {
+    let _ = writeln!(o, "#### Queue residence (ms), enqueued {enqueued}\n");
     table(
         o,
         &[
@@ -280,25 +282,17 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
         &["check"],
         acceptance(c, a).into_iter().map(|line| vec![line]),
     );
-    let _ = writeln!(
-        o,
-        "#### Queue residence (ms), enqueued {:.1}-{:.1} s: slowdown and recovery\n",
-        w.slow_from, w.end
-    );
     cohort_table(
         &mut o,
+        &format!("{:.1}-{:.1} s: slowdown and recovery", w.slow_from, w.end),
         a,
         s,
         |p| (&p.pooled, p.median_run_pooled_p95_ms),
         |f| (f.pooled_p95, f.pooled_p99, Some(f.pooled_n)),
     );
-    let _ = writeln!(
-        o,
-        "#### Queue residence (ms), enqueued {:.1}-{:.1} s: slowdown only\n",
-        w.slow_from, w.slow_to
-    );
     cohort_table(
         &mut o,
+        &format!("{:.1}-{:.1} s: slowdown only", w.slow_from, w.slow_to),
         a,
         s,
         |p| (&p.slowdown, p.median_run_slowdown_p95_ms),
@@ -478,26 +472,35 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
 /// One row of `runs.csv`: a run's figures, flat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunCsv {
+    /// Which block, and where in the block's order the run came.
     pub block: usize,
     pub position: usize,
     pub policy: String,
+    /// Messages in the pooled cohort, and their queue residence.
     pub pooled_n: usize,
     pub pooled_p95_ms: Option<f64>,
     pub pooled_p99_ms: Option<f64>,
+    /// The same for the slowdown cohort.
     pub slowdown_n: usize,
     pub slowdown_p95_ms: Option<f64>,
     pub slowdown_p99_ms: Option<f64>,
+    /// The client's side: slots, skips, its longest send.
     pub scheduled: u64,
     pub skipped: u64,
     pub longest_send_ms: f64,
     pub completions_per_s: f64,
+    /// Share of the run the worker was idle while messages were queued.
     pub idle_with_backlog_fraction: f64,
+    /// The healthy phase's p95 and completion rate, which recovery returns to.
     pub baseline_p95_ms: f64,
     pub baseline_rate: f64,
+    /// Seconds after the slowdown to the first qualifying window; `None`:
+    /// censored.
     pub recovery_s: Option<f64>,
     pub budget_changes: usize,
     pub min_budget: usize,
     pub final_budget: usize,
+    /// How long the one call lasted.
     pub call_s: f64,
 }
 

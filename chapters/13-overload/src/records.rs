@@ -15,6 +15,8 @@ use crate::{config::Policy, server::Fate};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRow {
     pub index: u64,
+    /// When the call was due, when its first attempt started and when its
+    /// caller had the last answer (empty for a call never started).
     #[serde(rename = "due_ms", with = "ms")]
     pub due: Duration,
     #[serde(rename = "started_ms", with = "opt_ms")]
@@ -41,6 +43,7 @@ impl CallRow {
 pub struct WorkRow {
     #[serde(rename = "arrived_ms", with = "ms")]
     pub arrived: Duration,
+    /// When its caller stops waiting, if the call said (`grpc-timeout`).
     #[serde(rename = "deadline_ms", with = "opt_ms")]
     pub deadline: Option<Duration>,
     #[serde(rename = "started_ms", with = "opt_ms")]

@@ -38,10 +38,13 @@ pub struct RampRecord {
 /// One sampled slot of one step: a row of `samples.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleRow {
+    /// The ramp and step it belongs to.
     pub arm: String,
     pub shape: Shape,
     pub repeat: usize,
     pub offered: f64,
+    /// The slot, as the generator recorded it (a [`SlotRecord`] of the
+    /// step, whose own `step` is `offered` here).
     pub index: u64,
     #[serde(rename = "due_ms", with = "ms")]
     pub due: Duration,

@@ -82,7 +82,7 @@ pub fn markdown(
     ramps: &[RampResult],
 ) -> String {
     let mut md = String::new();
-    let load = Spread::of(ramps.iter().map(|r| r.loadavg_1m));
+    let load = Spread::of(ramps.iter().map(|r| r.ramp.loadavg_1m));
     table(
         &mut md,
         &["run", ""],

@@ -63,7 +63,10 @@ async fn progress(now: Now) {
     loop {
         tick.tick().await;
         let (label, counters) = now.lock().expect("not poisoned").clone();
-        eprintln!("{label}  {}", counters.line());
+        // Between steps there is nothing under way to report.
+        if !label.is_empty() {
+            eprintln!("{label}  {}", counters.line());
+        }
     }
 }
 
@@ -156,12 +159,9 @@ async fn one_ramp(
         }
     };
     let rates = ramp.rates();
-    *ctx.now.lock().expect("not poisoned") = (format!("{label} warm-up"), Arc::default());
-    drive(
-        Schedule::constant(rates[0], c.warmup).slots(),
-        Arc::default(),
-    )
-    .await;
+    let warming = Arc::new(Counters::default());
+    *ctx.now.lock().expect("not poisoned") = (format!("{label} warm-up"), warming.clone());
+    drive(Schedule::constant(rates[0], c.warmup).slots(), warming).await;
 
     let mut steps = Vec::new();
     for (i, &rate) in rates.iter().enumerate() {
@@ -176,6 +176,7 @@ async fn one_ramp(
         let started = std::time::Instant::now();
         let records: Vec<SlotRecord> = drive(slots, counters).await;
         let wall = started.elapsed();
+        *ctx.now.lock().expect("not poisoned") = Default::default();
         let delta = snapshot(&mut server).await?.since(&before);
         let client_cpu = (proc::cpu_ns(Pid::This) - client_before) as f64 / wall.as_nanos() as f64;
         let units = match shape {

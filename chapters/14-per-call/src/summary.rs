@@ -8,19 +8,14 @@ use crate::{
     config::Config,
     ramp::{KneeReason, PerUnit, Shape, Spread, StepResult, knee, plateau},
     records::RampRecord,
-    server::ServerInfo,
 };
 
 /// One ramp of one arm and shape.
 #[derive(Debug, Clone, Serialize)]
 pub struct RampResult {
-    pub arm: String,
-    pub shape: Shape,
-    pub repeat: usize,
-    pub server: ServerInfo,
-    /// The machine's 1-minute load average when the ramp started: on a
-    /// shared machine, how much else was running.
-    pub loadavg_1m: f64,
+    /// Which ramp, as `ramps.json` recorded it.
+    #[serde(flatten)]
+    pub ramp: RampRecord,
     pub plateau: f64,
     pub knee_offered: Option<f64>,
     pub knee_reason: Option<KneeReason>,
@@ -41,11 +36,7 @@ impl RampResult {
                     .collect();
                 let knee = knee(&mine);
                 RampResult {
-                    arm: r.arm.clone(),
-                    shape: r.shape,
-                    repeat: r.repeat,
-                    server: r.server.clone(),
-                    loadavg_1m: r.loadavg_1m,
+                    ramp: r.clone(),
                     plateau: plateau(&mine),
                     knee_offered: knee.map(|(i, _)| mine[i].offered),
                     knee_reason: knee.map(|(_, reason)| reason),
@@ -112,12 +103,12 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
     let of = |shape: Shape| -> Vec<&RampResult> {
         ramps
             .iter()
-            .filter(|r| r.arm == arm && r.shape == shape)
+            .filter(|r| r.ramp.arm == arm && r.ramp.shape == shape)
             .collect()
     };
     let (unary, stream) = (of(Shape::Unary), of(Shape::Stream));
     let ratio = unary.iter().filter_map(|u| {
-        let s = stream.iter().find(|s| s.repeat == u.repeat)?;
+        let s = stream.iter().find(|s| s.ramp.repeat == u.ramp.repeat)?;
         (u.plateau > 0.0).then(|| s.plateau / u.plateau)
     });
     let top = |r: &RampResult| -> Option<StepResult> {
@@ -141,7 +132,7 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
         )
     };
     let cpu_ratio = unary.iter().filter_map(|u| {
-        let s = stream.iter().find(|s| s.repeat == u.repeat)?;
+        let s = stream.iter().find(|s| s.ramp.repeat == u.ramp.repeat)?;
         Some(top(u)?.cpu_us_per_unit / top(s)?.cpu_us_per_unit)
     });
     let (unary_low, unary_high) = per_unit(&unary);
@@ -182,7 +173,7 @@ pub fn p99_curves(
             let arm = arm.to_string();
             let mut rates: Vec<f64> = ramps
                 .iter()
-                .filter(|r| r.arm == arm && r.shape == shape)
+                .filter(|r| r.ramp.arm == arm && r.ramp.shape == shape)
                 .flat_map(|r| r.steps.iter().map(|s| s.offered))
                 .collect();
             rates.sort_by(f64::total_cmp);
@@ -192,7 +183,7 @@ pub fn p99_curves(
                 .map(|rate| {
                     let steps: Vec<&StepResult> = ramps
                         .iter()
-                        .filter(|r| r.arm == arm && r.shape == shape)
+                        .filter(|r| r.ramp.arm == arm && r.ramp.shape == shape)
                         .flat_map(|r| &r.steps)
                         .filter(|s| s.offered == rate)
                         .collect();

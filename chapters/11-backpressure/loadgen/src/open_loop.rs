@@ -55,8 +55,10 @@ pub enum Outcome {
 pub struct SlotRecord {
     pub index: u64,
     pub step: usize,
+    /// When the schedule said the send should start.
     #[serde(rename = "due_ms", with = "ms")]
     pub due: Duration,
+    /// When it did start, and when it finished: empty for a slot never sent.
     #[serde(rename = "started_ms", with = "opt_ms")]
     pub started: Option<Duration>,
     #[serde(rename = "ended_ms", with = "opt_ms")]
