@@ -18,6 +18,7 @@ use std::{
     ops::Deref,
     path::Path,
     pin::Pin,
+    process::{Child, Command, Stdio},
     task::{Context, Poll},
     time::Duration,
 };
@@ -186,4 +187,36 @@ pub async fn tls_channel(
         .tls_config(tls)?
         .connect_timeout(WAIT);
     within("connect", endpoint.connect()).await
+}
+
+/// A program a test started as a child process, killed when the test ends,
+/// passed or failed: a server left running would hold its port and outlive
+/// the test run.
+pub struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    /// Spawns `command` with its output discarded: a test learns what it
+    /// needs from the ready file and from calls, and the logs would only
+    /// interleave with the test's own output.
+    pub fn spawn(command: &mut Command) -> std::io::Result<Self> {
+        command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map(KillOnDrop)
+    }
+
+    /// The text of the ready file at `path`, once the program has written it,
+    /// within `limit`. Fails at once if the program exits first, instead of
+    /// waiting out the limit for a file that will never come.
+    pub fn wait_for_ready_file(&mut self, path: &Path, limit: Duration) -> anyhow::Result<String> {
+        program::ready_file::wait(path, limit, || Ok(self.0.try_wait()?.is_none()))
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

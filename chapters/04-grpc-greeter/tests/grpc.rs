@@ -8,7 +8,9 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use grpc_server::{
     BoundServer, CallStats, MAX_DELAY_MS,
-    testing::{Serving, TempPki, WAIT, spawn_until_dropped, tls_channel, wait_until, within},
+    testing::{
+        KillOnDrop, Serving, TempPki, WAIT, spawn_until_dropped, tls_channel, wait_until, within,
+    },
 };
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tokio::time::Instant;
@@ -35,6 +37,16 @@ struct TestServer {
     stats: Arc<CallStats>,
     serving: Serving,
     pki: TempPki,
+}
+
+impl TestServer {
+    /// Calls whose handler got past validation into the slow part: a refused
+    /// request must leave this at 0.
+    fn started(&self) -> u64 {
+        self.stats
+            .started
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 async fn start_server(mtls: bool) -> TestServer {
@@ -75,6 +87,16 @@ async fn assert_still_greets(client: &mut GreeterClient<Channel>) {
         .await
         .expect("the server must keep serving");
     assert_eq!(reply.into_inner().message, "Hello, Grace!");
+}
+
+/// Waits until the server has counted the one call as ended early, and checks
+/// it never completed: the handler was dropped, not left to run out its delay.
+async fn assert_ended_early(server: &TestServer) {
+    wait_until("call counted as ended early", &server.stats, |s| {
+        s.ended_early() == 1 && s.in_flight() == 0
+    })
+    .await;
+    assert_eq!(server.stats.completed(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,13 +180,7 @@ async fn invalid_requests_get_invalid_argument_naming_the_field() {
         assert!(status.message().contains(field), "{status:?}");
     }
     // Refused before any work started.
-    assert_eq!(
-        server
-            .stats
-            .started
-            .load(std::sync::atomic::Ordering::Relaxed),
-        0
-    );
+    assert_eq!(server.started(), 0);
 
     assert_still_greets(&mut client).await;
 }
@@ -181,11 +197,7 @@ async fn a_dropped_slow_call_is_counted_as_ended_early() {
     // Aborting the task drops the call's future: the client resets the HTTP/2
     // stream, and the server drops the handler mid-wait.
     call.abort();
-    wait_until("call counted as ended early", &server.stats, |s| {
-        s.ended_early() == 1 && s.in_flight() == 0
-    })
-    .await;
-    assert_eq!(server.stats.completed(), 0);
+    assert_ended_early(&server).await;
 
     assert_still_greets(&mut client.clone()).await;
 }
@@ -218,11 +230,7 @@ async fn a_short_deadline_ends_the_call_early_on_both_sides() {
         elapsed < Duration::from_millis(SLOW_MS.into()) - Duration::from_secs(1),
         "the call ran its full delay: {elapsed:?}"
     );
-    wait_until("call counted as ended early", &server.stats, |s| {
-        s.ended_early() == 1 && s.in_flight() == 0
-    })
-    .await;
-    assert_eq!(server.stats.completed(), 0);
+    assert_ended_early(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,13 +306,7 @@ async fn an_oversized_request_is_refused_and_the_server_keeps_serving() {
         status.message()
     );
     assert_ne!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert_eq!(
-        server
-            .stats
-            .started
-            .load(std::sync::atomic::Ordering::Relaxed),
-        0
-    );
+    assert_eq!(server.started(), 0);
 
     assert_still_greets(&mut client).await;
 }
@@ -351,16 +353,6 @@ async fn shutdown_is_not_held_forever_by_a_stream_that_never_ends() {
         .expect("serve() returns Ok when the drain limit passes");
 }
 
-/// A child process killed when the test ends, passed or failed.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `grpc-server --ready-file PATH`, as `cargo xtask observe` starts it: the
 /// file appears once the server listens, it names the address, and a call to
 /// that address is answered.
@@ -368,18 +360,16 @@ impl Drop for KillOnDrop {
 async fn the_program_writes_its_ready_file_once_it_listens() {
     let pki = TempPki::new();
     let ready = pki.dir.join("ready");
-    let mut server = KillOnDrop(
+    let mut server = KillOnDrop::spawn(
         std::process::Command::new(env!("CARGO_BIN_EXE_grpc-server"))
             .args(["--addr", "127.0.0.1:0", "--certs-dir"])
             .arg(&pki.dir)
             .arg("--ready-file")
-            .arg(&ready)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start grpc-server"),
-    );
-    let text = program::ready_file::wait(&ready, WAIT, || Ok(server.0.try_wait()?.is_none()))
+            .arg(&ready),
+    )
+    .expect("start grpc-server");
+    let text = server
+        .wait_for_ready_file(&ready, WAIT)
         .expect("the ready file");
     let addr: SocketAddr = text.trim().parse().expect("an address in the ready file");
     let channel = tls_channel(addr, &pki.ca_cert(), None)

@@ -105,6 +105,12 @@ async fn assert_greets(client: &reqwest::Client, server: &TestServer, http: Http
         json!({"name": "Ada", "delay_ms": 10}),
     )
     .await;
+    assert_greeting(response, http).await;
+}
+
+/// Asserts that `response` greets Ada over the expected protocol, however the
+/// call was made (directly, or spawned and answered later).
+async fn assert_greeting(response: reqwest::Response, http: Http) {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.version(), expected_version(http));
     let body: Value = response.json().await.unwrap();
@@ -143,6 +149,18 @@ async fn relay_to(target: SocketAddr) -> Relay {
         }
     });
     relay
+}
+
+impl Relay {
+    /// Connections accepted so far: one more means the client had to dial again.
+    fn opened(&self) -> usize {
+        self.opened.load(Ordering::SeqCst)
+    }
+
+    /// Connections still up: it drops only when a side actually closes.
+    fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
 }
 
 /// Asserts that `response` is RFC 9457 problem details with this status, and
@@ -357,6 +375,26 @@ async fn bad_inputs_over_http2() {
 // the one stream (RST_STREAM) and the connection stays up; HTTP/1.1 has no way
 // to cancel a request but to close its connection.
 
+/// Starts a slow greeting to `url` on its own task and returns once the server
+/// is in its `delay_ms`: only then does giving up or shutting down act on a call
+/// that is really in flight, not on one still connecting.
+async fn call_in_flight(
+    server: &TestServer,
+    client: &reqwest::Client,
+    url: String,
+    delay_ms: u64,
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { greet(&client, &url, json!({"name": "Ada", "delay_ms": delay_ms})).await }
+    });
+    wait_until("the call is in flight", &server.stats, |s| {
+        s.in_flight() == 1
+    })
+    .await;
+    call
+}
+
 /// Starts a 5-second greeting through a relay, waits until the server is in
 /// the slow part, then drops the request future (the client itself lives on).
 /// Returns once the server has counted the call as ended early.
@@ -364,14 +402,7 @@ async fn give_up_mid_call(http: Http) -> (TestServer, Relay, reqwest::Client) {
     let server = start_server(false).await;
     let relay = relay_to(server.addr).await;
     let client = client(&server.pki, http, false);
-    let call = tokio::spawn({
-        let (client, url) = (client.clone(), url(relay.addr, "/v1/greetings"));
-        async move { greet(&client, &url, json!({"name": "Ada", "delay_ms": 5000})).await }
-    });
-    wait_until("the call is in flight", &server.stats, |s| {
-        s.in_flight() == 1
-    })
-    .await;
+    let call = call_in_flight(&server, &client, url(relay.addr, "/v1/greetings"), 5000).await;
     call.abort();
     assert!(call.await.unwrap_err().is_cancelled());
 
@@ -385,24 +416,30 @@ async fn give_up_mid_call(http: Http) -> (TestServer, Relay, reqwest::Client) {
     (server, relay, client)
 }
 
-#[tokio::test]
-async fn http2_client_giving_up_resets_the_stream_and_the_server_stops_work() {
-    let (server, relay, client) = give_up_mid_call(Http::V2).await;
-    // The server noticed while the one connection was still open: it was told
-    // by the stream reset, not by a disconnect.
-    assert_eq!(relay.opened.load(Ordering::SeqCst), 1);
-    assert_eq!(relay.open.load(Ordering::SeqCst), 1);
-
-    // And that connection still carries new calls.
+/// One more greeting through the relay after the abandoned call, answered over
+/// `version`; the caller then reads the relay to see which connection carried it.
+async fn assert_greets_again_through(relay: &Relay, client: &reqwest::Client, version: Version) {
     let response = greet(
-        &client,
+        client,
         &url(relay.addr, "/v1/greetings"),
         json!({"name": "Ada"}),
     )
     .await;
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.version(), Version::HTTP_2);
-    assert_eq!(relay.opened.load(Ordering::SeqCst), 1);
+    assert_eq!(response.version(), version);
+}
+
+#[tokio::test]
+async fn http2_client_giving_up_resets_the_stream_and_the_server_stops_work() {
+    let (server, relay, client) = give_up_mid_call(Http::V2).await;
+    // The server noticed while the one connection was still open: it was told
+    // by the stream reset, not by a disconnect.
+    assert_eq!(relay.opened(), 1);
+    assert_eq!(relay.open(), 1);
+
+    // And that connection still carries new calls.
+    assert_greets_again_through(&relay, &client, Version::HTTP_2).await;
+    assert_eq!(relay.opened(), 1);
     assert_eq!(server.stats.completed(), 1);
 }
 
@@ -415,18 +452,11 @@ async fn http1_client_giving_up_closes_the_connection_and_the_server_stops_work(
         open.load(Ordering::SeqCst) == 0
     })
     .await;
-    assert_eq!(relay.opened.load(Ordering::SeqCst), 1);
+    assert_eq!(relay.opened(), 1);
 
     // The next call needs, and gets, a new connection.
-    let response = greet(
-        &client,
-        &url(relay.addr, "/v1/greetings"),
-        json!({"name": "Ada"}),
-    )
-    .await;
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.version(), Version::HTTP_11);
-    assert_eq!(relay.opened.load(Ordering::SeqCst), 2);
+    assert_greets_again_through(&relay, &client, Version::HTTP_11).await;
+    assert_eq!(relay.opened(), 2);
     assert_eq!(server.stats.completed(), 1);
 }
 
@@ -459,24 +489,14 @@ async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
 async fn shutdown_drains_the_call_in_flight(http: Http) {
     let mut server = start_server(false).await;
     let client = client(&server.pki, http, false);
-    let call = tokio::spawn({
-        let (client, url) = (client.clone(), server.url("/v1/greetings"));
-        async move { greet(&client, &url, json!({"name": "Ada", "delay_ms": 1000})).await }
-    });
-    wait_until("the call is in flight", &server.stats, |s| {
-        s.in_flight() == 1
-    })
-    .await;
+    let call = call_in_flight(&server, &client, server.url("/v1/greetings"), 1000).await;
 
     server.serving.stop();
 
     let response = within("the call in flight to be answered", call)
         .await
         .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.version(), expected_version(http));
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body, json!({"message": "Hello, Ada!"}));
+    assert_greeting(response, http).await;
 
     let served = within("serve() to return after draining", server.serving.join())
         .await

@@ -38,6 +38,14 @@ struct TestServer {
     pki: TempPki,
 }
 
+impl TestServer {
+    /// The URL the client dials: by IP, which the server certificate also
+    /// names, so the client verifies the certificate for real.
+    fn target(&self) -> String {
+        format!("https://127.0.0.1:{}", self.addr.port())
+    }
+}
+
 async fn start_server(mtls: bool, concurrency_limit: Option<usize>) -> TestServer {
     let pki = TempPki::new();
     let args = grpc_server::Args {
@@ -70,11 +78,19 @@ struct Run {
 
 /// Runs `grpc-client --target <server> --ca <its CA> ARGS...`.
 async fn client(server: &TestServer, args: &[&str]) -> Run {
-    let target = format!("https://127.0.0.1:{}", server.addr.port());
+    let target = server.target();
     let ca = server.pki.ca_cert();
     let mut all = vec!["--target", &target, "--ca", ca.to_str().unwrap()];
     all.extend_from_slice(args);
     run_client(&all).await
+}
+
+/// Runs the client against `server` and asserts it exited 0, so that a test
+/// of a call that should work checks only what the client printed.
+async fn client_ok(server: &TestServer, args: &[&str]) -> Run {
+    let run = client(server, args).await;
+    assert_eq!(run.code, Some(0), "{run:#?}");
+    run
 }
 
 async fn run_client(args: &[&str]) -> Run {
@@ -97,6 +113,17 @@ async fn run_client(args: &[&str]) -> Run {
     };
     println!("grpc-client {args:?}\n{run:#?}");
     run
+}
+
+/// Waits until the server has counted the one call as ended early: the client
+/// gave up, and the server must have stopped working on it, not finished it.
+async fn wait_until_ended_early(server: &TestServer) {
+    wait_until(
+        "the server counted the call as ended early",
+        &server.stats,
+        |s| s.ended_early() == 1 && s.in_flight() == 0,
+    )
+    .await;
 }
 
 /// Asserts the failure report's exact shape for `name`, and nothing on stdout,
@@ -127,8 +154,7 @@ fn assert_report(run: &Run, name: &str) -> String {
 #[tokio::test]
 async fn hello_prints_the_reply_and_exits_0() {
     let server = start_server(false, None).await;
-    let run = client(&server, &["hello", "--name", "Ada"]).await;
-    assert_eq!(run.code, Some(0), "{run:#?}");
+    let run = client_ok(&server, &["hello", "--name", "Ada"]).await;
     assert_eq!(run.stdout, "Hello, Ada!\n");
     assert_eq!(run.stderr, "");
 }
@@ -136,8 +162,7 @@ async fn hello_prints_the_reply_and_exits_0() {
 #[tokio::test]
 async fn repeated_calls_share_the_channel_and_are_each_timed() {
     let server = start_server(false, None).await;
-    let run = client(&server, &["--connect", "eager", "hello", "--repeat", "3"]).await;
-    assert_eq!(run.code, Some(0), "{run:#?}");
+    let run = client_ok(&server, &["--connect", "eager", "hello", "--repeat", "3"]).await;
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{run:#?}");
     for (n, line) in lines.iter().enumerate() {
@@ -182,12 +207,7 @@ async fn an_expired_deadline_is_reported_as_deadline_exceeded() {
         "the call ran its full delay: {run:#?}"
     );
     // ...and on the server, which stopped working.
-    wait_until(
-        "the server counted the call as ended early",
-        &server.stats,
-        |s| s.ended_early() == 1 && s.in_flight() == 0,
-    )
-    .await;
+    wait_until_ended_early(&server).await;
     assert_eq!(server.stats.completed(), 0);
 }
 
@@ -227,12 +247,7 @@ async fn a_client_cancelling_before_its_deadline_is_cancelled() {
     .await;
     let details = assert_failure(&run, "CANCELLED");
     assert_eq!(details, "this client cancelled the call after 0.3s");
-    wait_until(
-        "the server counted the call as ended early",
-        &server.stats,
-        |s| s.ended_early() == 1 && s.in_flight() == 0,
-    )
-    .await;
+    wait_until_ended_early(&server).await;
 }
 
 #[tokio::test]
@@ -316,7 +331,7 @@ async fn mtls_refuses_a_client_without_a_certificate_and_accepts_one_with() {
     assert_eq!(run.stderr.lines().count(), 3, "{run:#?}");
 
     let (cert, key) = (server.pki.client_cert(), server.pki.client_key());
-    let run = client(
+    let run = client_ok(
         &server,
         &[
             "--cert",
@@ -327,7 +342,6 @@ async fn mtls_refuses_a_client_without_a_certificate_and_accepts_one_with() {
         ],
     )
     .await;
-    assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stdout, "Hello, Ada!\n");
 }
 
@@ -335,7 +349,7 @@ async fn mtls_refuses_a_client_without_a_certificate_and_accepts_one_with() {
 async fn missing_certificate_files_are_a_setup_error_naming_the_fix() {
     let server = start_server(false, None).await;
     let missing = server.pki.path("nowhere/ca.pem");
-    let target = format!("https://127.0.0.1:{}", server.addr.port());
+    let target = server.target();
     let run = run_client(&[
         "--target",
         &target,
@@ -355,12 +369,11 @@ async fn missing_certificate_files_are_a_setup_error_naming_the_fix() {
 #[tokio::test]
 async fn countdown_prints_every_tick() {
     let server = start_server(false, None).await;
-    let run = client(
+    let run = client_ok(
         &server,
         &["countdown", "--count", "3", "--interval-ms", "1"],
     )
     .await;
-    assert_eq!(run.code, Some(0), "{run:#?}");
     let remaining: Vec<&str> = run
         .stdout
         .lines()
@@ -374,12 +387,11 @@ async fn countdown_prints_every_tick() {
 #[tokio::test]
 async fn upload_reports_what_the_server_counted() {
     let server = start_server(false, None).await;
-    let run = client(
+    let run = client_ok(
         &server,
         &["upload", "--chunks", "4", "--chunk-bytes", "100"],
     )
     .await;
-    assert_eq!(run.code, Some(0), "{run:#?}");
     assert!(
         run.stdout
             .starts_with("sent 4 chunks (400 bytes); the server counted 4 chunks, 400 bytes"),
@@ -390,8 +402,7 @@ async fn upload_reports_what_the_server_counted() {
 #[tokio::test]
 async fn echo_gets_every_chunk_back_and_ends_cleanly() {
     let server = start_server(false, None).await;
-    let run = client(&server, &["echo", "--chunks", "3", "--chunk-bytes", "8"]).await;
-    assert_eq!(run.code, Some(0), "{run:#?}");
+    let run = client_ok(&server, &["echo", "--chunks", "3", "--chunk-bytes", "8"]).await;
     for seq in 0..3 {
         assert!(
             run.stdout.contains(&format!("echo seq={seq} 8 bytes")),
@@ -512,7 +523,7 @@ impl Streamer for FakeStreamer {
 async fn a_stream_holds_a_concurrency_slot_only_until_its_headers() {
     let server = start_server(false, Some(1)).await;
     let endpoint = grpc_client::endpoint(&grpc_client::Target {
-        url: format!("https://127.0.0.1:{}", server.addr.port()),
+        url: server.target(),
         ca: server.pki.ca_cert(),
         identity: None,
     })

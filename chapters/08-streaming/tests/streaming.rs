@@ -11,7 +11,7 @@ use grpc_server::{
     BoundServer,
     testing::{Serving, TempPki, spawn_until_dropped, tls_channel, wait_until, within},
 };
-use proto::streaming::v1::{Chunk, CountdownRequest, streamer_client::StreamerClient};
+use proto::streaming::v1::{Chunk, CountdownRequest, Tick, streamer_client::StreamerClient};
 use streaming::{StreamStats, Streamer, service::MAX_PAYLOAD_BYTES};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -56,6 +56,33 @@ fn all_clear(stats: &Arc<StreamStats>) -> bool {
     stats.open_streams() == 0 && stats.live_tasks() == 0
 }
 
+/// The one call so far ran to its end: nothing is left behind and the server
+/// counted it as completed, not as ended early.
+async fn assert_finished_cleanly(server: &TestServer, what: &str) {
+    wait_until(what, &server.stats, all_clear).await;
+    assert_eq!(server.stats.calls.completed(), 1);
+    assert_eq!(server.stats.calls.ended_early(), 0);
+}
+
+/// The countdown the client dropped mid-stream: its task must be gone, and the
+/// server must have counted the call as ended early.
+async fn assert_countdown_ended_early(server: &TestServer) {
+    wait_until("countdown cleaned up", &server.stats, all_clear).await;
+    assert_eq!(server.stats.calls.ended_early(), 1);
+}
+
+/// Starts a Countdown and returns its ticks once the server has answered the
+/// call; the test decides how many of them to read.
+async fn start_countdown(
+    client: &mut StreamerClient<Channel>,
+    request: CountdownRequest,
+) -> tonic::Streaming<Tick> {
+    within("Countdown", client.countdown(request))
+        .await
+        .expect("Countdown")
+        .into_inner()
+}
+
 fn chunk(seq: u64, len: usize) -> Chunk {
     Chunk {
         seq,
@@ -73,10 +100,7 @@ async fn countdown_streams_every_tick_with_its_payload() {
         interval_ms: 10,
         payload_bytes: 100,
     };
-    let mut ticks = within("Countdown", client.countdown(request))
-        .await
-        .expect("Countdown")
-        .into_inner();
+    let mut ticks = start_countdown(&mut client, request).await;
     let mut remaining = Vec::new();
     while let Some(tick) = within("tick", ticks.message()).await.expect("tick") {
         assert_eq!(tick.payload.len(), 100);
@@ -84,9 +108,7 @@ async fn countdown_streams_every_tick_with_its_payload() {
     }
     assert_eq!(remaining, [4, 3, 2, 1, 0]);
 
-    wait_until("countdown finished", &server.stats, all_clear).await;
-    assert_eq!(server.stats.calls.completed(), 1);
-    assert_eq!(server.stats.calls.ended_early(), 0);
+    assert_finished_cleanly(&server, "countdown finished").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,9 +197,7 @@ async fn echo_answers_each_chunk_before_the_next_is_sent() {
     drop(tx); // close our side; the server's replies end too
     assert_eq!(within("end", echoes.message()).await.expect("end"), None);
 
-    wait_until("echo finished", &server.stats, all_clear).await;
-    assert_eq!(server.stats.calls.completed(), 1);
-    assert_eq!(server.stats.calls.ended_early(), 0);
+    assert_finished_cleanly(&server, "echo finished").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,10 +211,7 @@ async fn a_cancelled_countdown_leaves_no_task_behind() {
         interval_ms: 20,
         payload_bytes: 10,
     };
-    let mut ticks = within("Countdown", client.countdown(request))
-        .await
-        .expect("Countdown")
-        .into_inner();
+    let mut ticks = start_countdown(&mut client, request).await;
     for _ in 0..2 {
         within("tick", ticks.message()).await.expect("tick");
     }
@@ -202,8 +219,7 @@ async fn a_cancelled_countdown_leaves_no_task_behind() {
     assert_eq!(server.stats.live_tasks(), 1);
 
     drop(ticks); // the client resets the stream
-    wait_until("countdown cleaned up", &server.stats, all_clear).await;
-    assert_eq!(server.stats.calls.ended_early(), 1);
+    assert_countdown_ended_early(&server).await;
     assert_eq!(server.stats.calls.completed(), 0);
 }
 
@@ -253,18 +269,14 @@ async fn a_countdown_blocked_by_flow_control_still_ends_when_cancelled() {
         interval_ms: 0,
         payload_bytes: 64 * 1024,
     };
-    let ticks = within("Countdown", client.countdown(request))
-        .await
-        .expect("Countdown")
-        .into_inner();
+    let ticks = start_countdown(&mut client, request).await;
     wait_until("producer blocked", &server.stats, |s| {
         s.sent.snapshot().blocked_sends > 0 || s.sent.snapshot().waiting_for.is_some()
     })
     .await;
 
     drop(ticks);
-    wait_until("countdown cleaned up", &server.stats, all_clear).await;
-    assert_eq!(server.stats.calls.ended_early(), 1);
+    assert_countdown_ended_early(&server).await;
 }
 
 /// Starts an Echo call and checks one round trip; returns our side of it.

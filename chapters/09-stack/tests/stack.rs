@@ -5,6 +5,7 @@
 use std::{fs, net::SocketAddr, path::Path, time::Duration};
 
 use certs::{Pki, TlsArgs};
+use grpc_server::testing::KillOnDrop;
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use reqwest::{StatusCode, Version};
 use serde_json::{Value, json};
@@ -153,16 +154,6 @@ async fn a_partial_pki_fails_start_pointing_at_force() {
     assert_eq!(fs::read(partial.path().join("ca.pem")).unwrap(), ca);
 }
 
-/// A child process killed when the test ends, passed or failed.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `stack --ready-file PATH`, as `cargo xtask observe` starts it: once both
 /// servers listen, the file names their addresses, gRPC first, and each
 /// answers at its address.
@@ -171,20 +162,16 @@ async fn the_ready_file_names_both_servers_once_they_listen() {
     let temp = tempfile::tempdir().unwrap();
     let certs_dir = temp.path().join("certs");
     let ready = temp.path().join("ready");
-    let mut stack = KillOnDrop(
+    let mut stack = KillOnDrop::spawn(
         std::process::Command::new(env!("CARGO_BIN_EXE_stack"))
             .args(["--grpc-addr", "127.0.0.1:0", "--rest-addr", "127.0.0.1:0"])
             .arg("--certs-dir")
             .arg(&certs_dir)
             .arg("--ready-file")
-            .arg(&ready)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let text =
-        program::ready_file::wait(&ready, PATIENCE, || Ok(stack.0.try_wait()?.is_none())).unwrap();
+            .arg(&ready),
+    )
+    .unwrap();
+    let text = stack.wait_for_ready_file(&ready, PATIENCE).unwrap();
     let addrs: Vec<SocketAddr> = text.lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(addrs.len(), 2, "{text}");
     let pki = Pki::new(&certs_dir);
