@@ -1,5 +1,8 @@
 //! The common failure of chapter 10, with numbers: retrying every
 //! DEADLINE_EXCEEDED multiplies the load on a server that is already slow.
+//! One simulation in one file (about 580 lines before its tests): the server,
+//! the clients and the tally share one clock and one set of parameters, and
+//! read best top to bottom.
 //!
 //! Everything runs in one process, on tokio's clock, so the same code runs in
 //! real time (`cargo run -p perf --bin retry_storm`) and in virtual time (the

@@ -1,5 +1,9 @@
 //! The report's tables: our figures beside the seed's, and the per-run rows.
 //! Tables and figures only; what they mean is said in the chapter.
+//!
+//! It is longer than the other files of this crate (about 530 lines) because
+//! it holds the seed's published figures beside every table of ours; split by
+//! table, one page of output would be spread over several files.
 
 use std::fmt::Write as _;
 
