@@ -6,10 +6,7 @@ use harness::{
     plot::{Bar, BarPanel, Panel, Series, bars, panels},
 };
 
-use crate::{
-    analysis::{Analysis, RunRow},
-    records::Trace,
-};
+use crate::{analysis::Analysis, records::Trace};
 
 /// p95.svg (both cohorts on one axis), budget.svg (B and Q over time, first
 /// block), sends.svg (client send durations over time, first block).
@@ -18,12 +15,21 @@ pub fn plots(folder: &Folder, a: &Analysis, traces: &[Trace]) -> anyhow::Result<
     for p in &a.policies {
         let runs: Vec<_> = a.runs.iter().filter(|r| r.policy == p.policy).collect();
         // Each cohort's bar is the pooled p95; its whisker spans the runs' own p95s.
-        let cohorts: [(&str, fn(&RunRow) -> Option<f64>, Option<f64>); 2] = [
-            ("pool", |r| r.pooled.p95_ms, p.pooled.p95_ms),
-            ("slow", |r| r.slowdown.p95_ms, p.slowdown.p95_ms),
+        let cohorts = [
+            (
+                "pool",
+                p.pooled.p95_ms,
+                runs.iter()
+                    .filter_map(|r| r.pooled.p95_ms)
+                    .collect::<Vec<f64>>(),
+            ),
+            (
+                "slow",
+                p.slowdown.p95_ms,
+                runs.iter().filter_map(|r| r.slowdown.p95_ms).collect(),
+            ),
         ];
-        for (name, of_run, pooled) in cohorts {
-            let v: Vec<f64> = runs.iter().filter_map(|r| of_run(r)).collect();
+        for (name, pooled, v) in cohorts {
             let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = v.iter().copied().fold(0.0, f64::max);
             p95.push(Bar {
