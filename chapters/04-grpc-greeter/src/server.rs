@@ -15,7 +15,7 @@ use tonic::{
 use tonic_health::{ServingStatus, pb::health_server::HealthServer, server::HealthService};
 use tracing::{info, warn};
 
-use crate::{greeter::Greeter, lifetime::CallStats};
+use crate::{greeter::Greeter, lifetime::CallStats, refuse::RefuseLayer};
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
 
@@ -39,6 +39,21 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for calls in flight before closing regardless: the
 /// same bound as the REST server's.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest request metadata (all headers, as HTTP/2 counts them) a call
+/// may carry; larger, and that call alone gets RESOURCE_EXHAUSTED. gRPC's C
+/// core refuses above 16 KiB too, and real metadata is a few hundred bytes.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// The header list HTTP/2 itself accepts (`SETTINGS_MAX_HEADER_LIST_SIZE`),
+/// kept well above MAX_METADATA_BYTES so that a large header reaches the
+/// check above and gets a clear status. Past this, h2 refuses the stream
+/// itself, with a bare 431. Far past it (a header block in more than 10
+/// CONTINUATION frames, about 190 KiB, or over 512 KiB decoded) h2 ends the
+/// whole connection: its defence against header floods. With hyper's own
+/// 16 KiB, 64 KiB of metadata was already "far past" and cost every call on
+/// the connection.
+pub const MAX_HEADER_LIST_BYTES: u32 = 128 * 1024;
 // ANCHOR_END: limits
 
 /// The Greeter over gRPC, on TLS.
@@ -190,7 +205,8 @@ impl BoundServer {
         let mut builder = Server::builder()
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT));
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES);
         // ANCHOR: load_shed
         if let Some(limit) = self.concurrency_limit {
             // Without load_shed, a call over the limit would wait in line for a
@@ -207,6 +223,7 @@ impl BoundServer {
         }
         // ANCHOR_END: load_shed
         let serve = builder
+            .layer(RefuseLayer)
             .add_routes(self.extra)
             .add_service(health_service)
             .add_service(reflection)
