@@ -54,6 +54,11 @@ pub const MAX_METADATA_BYTES: usize = 16 * 1024;
 /// 16 KiB, 64 KiB of metadata was already "far past" and cost every call on
 /// the connection.
 pub const MAX_HEADER_LIST_BYTES: u32 = 128 * 1024;
+
+/// Streams one connection may make us reset for its protocol errors before
+/// we end the connection (GOAWAY, ENHANCE_YOUR_CALM). hyper's default, 1024,
+/// stated here because tonic passes "no limit" unless it is given one.
+pub const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 // ANCHOR_END: limits
 
 /// The Greeter over gRPC, on TLS.
@@ -206,7 +211,8 @@ impl BoundServer {
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES);
+            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
+            .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS));
         // ANCHOR: load_shed
         if let Some(limit) = self.concurrency_limit {
             // Without load_shed, a call over the limit would wait in line for a

@@ -1,5 +1,6 @@
 //! The gRPC server against clients that do what well-behaved clients do not:
-//! requests that are not gRPC calls, oversized metadata. Each test
+//! requests that are not gRPC calls, oversized metadata, streams it must
+//! reset by the thousand. Each test
 //! plays that client with a raw HTTP/2 client (the `h2` crate) or a raw TLS
 //! socket, and checks what it sees and that everyone else is still served.
 
@@ -7,7 +8,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use grpc_server::{
     BoundServer, CallStats,
-    server::MAX_METADATA_BYTES,
+    server::{MAX_LOCAL_ERROR_RESETS, MAX_METADATA_BYTES},
     testing::{Serving, TempPki, raw, spawn_until_dropped, tls_channel, wait_until, within},
 };
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
@@ -197,4 +198,78 @@ async fn a_header_list_over_the_protocol_limit_is_refused_on_its_stream_alone() 
     }
     assert_eq!(server.handlers_started(), 0);
     assert_raw_connection_still_serves(&mut raw).await;
+}
+
+// ---------------------------------------------------------------------------
+// A client that makes the server reset stream after stream is sent away
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_forcing_resets_by_the_thousand_is_sent_goaway() {
+    let server = start_server().await;
+    let mut raw = server.raw().await;
+
+    // HEADERS that end the stream yet announce a 5-byte body: a malformed
+    // request (RFC 9113, section 8.1.1), which the server answers with
+    // RST_STREAM. Each costs the client one small frame. Waiting for each
+    // answer before the next request keeps the client from writing into a
+    // connection the server has already closed, so the GOAWAY is read.
+    let bound = 3 * MAX_LOCAL_ERROR_RESETS;
+    let (mut sent, mut reset) = (0, 0);
+    let mut ended = None;
+    for _ in 0..bound {
+        let send = match within("room for a stream", raw.send.clone().ready()).await {
+            Ok(send) => send,
+            Err(e) => {
+                ended = Some(e);
+                break;
+            }
+        };
+        raw.send = send;
+        let head = raw::request(Method::POST, SAY_HELLO)
+            .header("content-type", "application/grpc")
+            .header("content-length", "5")
+            .body(())
+            .unwrap();
+        let response = match raw.send.send_request(head, true) {
+            Ok((response, _)) => response,
+            Err(e) => {
+                ended = Some(e);
+                break;
+            }
+        };
+        sent += 1;
+        match within("the answer", response).await {
+            Ok(answer) => panic!("a malformed request was answered: {answer:?}"),
+            Err(e) if e.is_go_away() => {
+                ended = Some(e);
+                break;
+            }
+            Err(_) => reset += 1,
+        }
+    }
+    println!("sent {sent} malformed requests, {reset} reset; then {ended:?}");
+    let error = ended.unwrap_or_else(|| panic!("{sent} malformed requests and no GOAWAY"));
+    assert!(error.is_go_away(), "{error}");
+    assert_eq!(
+        error.reason(),
+        Some(raw::h2::Reason::ENHANCE_YOUR_CALM),
+        "{error}"
+    );
+    // The stream that went over the limit ends with the connection; the
+    // client may report it as one more failed stream.
+    assert!(
+        (MAX_LOCAL_ERROR_RESETS..=MAX_LOCAL_ERROR_RESETS + 1).contains(&reset),
+        "{reset} streams failed before the GOAWAY"
+    );
+    assert!(sent <= bound);
+    assert_eq!(server.handlers_started(), 0);
+
+    // The server itself is fine: a new connection is served.
+    let reply = within(
+        "a call on a new connection",
+        server.greeter().await.say_hello(hello("Ada", 0)),
+    )
+    .await
+    .expect("a new connection must be served");
+    assert_eq!(reply.into_inner().message, "Hello, Ada!");
 }
