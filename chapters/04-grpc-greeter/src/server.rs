@@ -15,7 +15,9 @@ use tonic::{
 use tonic_health::{ServingStatus, pb::health_server::HealthServer, server::HealthService};
 use tracing::{info, warn};
 
-use crate::{greeter::Greeter, lifetime::CallStats, refuse::RefuseLayer};
+use crate::{
+    connection::with_preface_deadline, greeter::Greeter, lifetime::CallStats, refuse::RefuseLayer,
+};
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
 
@@ -39,6 +41,11 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for calls in flight before closing regardless: the
 /// same bound as the REST server's.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client gets this long after its TLS handshake to send the HTTP/2
+/// preface. A real client sends it at once, in the same flight as its first
+/// request; hyper on its own would wait forever (see `connection`).
+pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest request metadata (all headers, as HTTP/2 counts them) a call
 /// may carry; larger, and that call alone gets RESOURCE_EXHAUSTED. gRPC's C
@@ -178,7 +185,11 @@ impl BoundServer {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
-        let incoming = ReceiverStream::new(self.listener.incoming()).map(Ok::<_, std::io::Error>);
+        let incoming = with_preface_deadline(
+            ReceiverStream::new(self.listener.incoming()),
+            PREFACE_TIMEOUT,
+        )
+        .map(Ok::<_, std::io::Error>);
         let extra_names = self.extra_names.clone();
         let (draining, drain_started) = tokio::sync::oneshot::channel();
         let shutdown = async move {

@@ -1,17 +1,18 @@
 //! The gRPC server against clients that do what well-behaved clients do not:
 //! requests that are not gRPC calls, oversized metadata, streams it must
-//! reset by the thousand. Each test
+//! reset by the thousand, a connection that never says a word. Each test
 //! plays that client with a raw HTTP/2 client (the `h2` crate) or a raw TLS
 //! socket, and checks what it sees and that everyone else is still served.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use grpc_server::{
     BoundServer, CallStats,
-    server::{MAX_LOCAL_ERROR_RESETS, MAX_METADATA_BYTES},
-    testing::{Serving, TempPki, raw, spawn_until_dropped, tls_channel, wait_until, within},
+    server::{MAX_LOCAL_ERROR_RESETS, MAX_METADATA_BYTES, PREFACE_TIMEOUT},
+    testing::{Serving, TempPki, WAIT, raw, spawn_until_dropped, tls_channel, wait_until, within},
 };
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
+use tokio::{io::AsyncReadExt, time::Instant};
 use tonic::{
     Code, Request,
     codegen::http::{Method, StatusCode},
@@ -272,4 +273,40 @@ async fn a_client_forcing_resets_by_the_thousand_is_sent_goaway() {
     .await
     .expect("a new connection must be served");
     assert_eq!(reply.into_inner().message, "Hello, Ada!");
+}
+
+// ---------------------------------------------------------------------------
+// A connection that completes TLS and then says nothing
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_sends_the_preface_is_closed() {
+    let server = start_server().await;
+    let mut silent = raw::tls(server.addr, &server.pki.ca_cert(), &[b"h2"])
+        .await
+        .expect("TLS");
+    let started = Instant::now();
+
+    // Meanwhile everyone else is served.
+    let reply = within(
+        "a call while the silent connection waits",
+        server.greeter().await.say_hello(hello("Ada", 0)),
+    )
+    .await
+    .expect("served");
+    assert_eq!(reply.into_inner().message, "Hello, Ada!");
+
+    // The server may send its own SETTINGS; then it must close the connection.
+    let mut received = Vec::new();
+    let closed =
+        tokio::time::timeout(PREFACE_TIMEOUT + WAIT, silent.read_to_end(&mut received)).await;
+    let waited = started.elapsed();
+    println!(
+        "silent connection: {closed:?} after {waited:?}, {} bytes",
+        received.len()
+    );
+    assert!(closed.is_ok(), "still open after {waited:?}");
+    assert!(
+        waited + Duration::from_secs(1) >= PREFACE_TIMEOUT,
+        "closed after {waited:?}, before the preface timeout"
+    );
 }
