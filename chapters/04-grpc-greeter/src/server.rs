@@ -167,19 +167,11 @@ impl BoundServer {
                 .await;
         }
 
-        // Reflection describes every service in the descriptor sets it is given;
-        // naming the ones served here keeps `ingest.v1.Ingest` (same .proto
-        // bundle, different server) out of the list.
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .with_service_name(<GreeterServer<Greeter> as NamedService>::NAME)
-            .with_service_name(<HealthServer<HealthService> as NamedService>::NAME);
-        let reflection = self
-            .extra_names
-            .iter()
-            .fold(reflection, |r, name| r.with_service_name(*name))
-            .build_v1()?;
+        // Reflection, in both of the versions clients ask for: v1, and the
+        // v1alpha that grpcio's reflection client, older grpcurl and several
+        // GUI tools still use.
+        let reflection_v1 = reflection(&self.extra_names).build_v1()?;
+        let reflection_v1alpha = reflection(&self.extra_names).build_v1alpha()?;
 
         let greeter = GreeterServer::new(self.greeter)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -243,7 +235,8 @@ impl BoundServer {
             .layer(RefuseLayer)
             .add_routes(self.extra)
             .add_service(health_service)
-            .add_service(reflection)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(greeter)
             .serve_with_incoming_shutdown(incoming, shutdown);
         tokio::select! {
@@ -256,4 +249,18 @@ impl BoundServer {
         Ok(())
     }
     // ANCHOR_END: serve
+}
+
+/// Reflection describes every service in the descriptor sets it is given;
+/// naming the ones served here keeps `ingest.v1.Ingest` (same .proto bundle,
+/// different server) out of the list.
+fn reflection(extra_names: &[&'static str]) -> tonic_reflection::server::Builder<'static> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name(<GreeterServer<Greeter> as NamedService>::NAME)
+        .with_service_name(<HealthServer<HealthService> as NamedService>::NAME);
+    extra_names
+        .iter()
+        .fold(builder, |r, name| r.with_service_name(*name))
 }
