@@ -4,14 +4,17 @@ use std::{future::Future, net::SocketAddr, sync::Arc, sync::atomic::Ordering, ti
 
 use certs::{TlsArgs, TlsListener};
 use grpc_server::CallStats;
+use hyper::service::service_fn;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::{conn::auto, graceful::GracefulShutdown},
-    service::TowerToHyperService,
 };
 use tracing::{debug, info, warn};
 
-use crate::api::{self, AppState};
+use crate::{
+    api::{self, AppState},
+    guard,
+};
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8443";
 
@@ -100,7 +103,8 @@ impl BoundServer {
                 .1
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned());
-            let service = TowerToHyperService::new(app.clone());
+            let app = app.clone();
+            let service = service_fn(move |request| guard::serve(app.clone(), request));
             let connection = builder
                 .serve_connection(TokioIo::new(tls), service)
                 .into_owned();

@@ -7,13 +7,12 @@
 use std::{io, net::SocketAddr, path::Path, sync::Arc};
 
 use h2::{
-    RecvStream,
+    RecvStream, SendStream,
     client::{ResponseFuture, SendRequest},
 };
 use tokio::{net::TcpStream, task::JoinHandle};
 use tokio_rustls::{
     TlsConnector,
-    client::TlsStream,
     rustls::{ClientConfig, pki_types::ServerName},
 };
 use tonic::codegen::{Bytes, http};
@@ -21,6 +20,7 @@ use tonic::codegen::{Bytes, http};
 use super::within;
 
 pub use h2::{self, client::Builder};
+pub use tokio_rustls::client::TlsStream;
 
 /// A TLS connection to `addr` that trusts only the CA in `ca` and offers
 /// exactly the ALPN protocols in `alpn` (none: an empty slice).
@@ -96,6 +96,49 @@ pub async fn send(raw: &mut RawH2, head: http::Request<()>, body: Option<Bytes>)
         stream.send_data(body, true).expect("the body is sent");
     }
     response
+}
+
+/// Sends `head` and returns the response future with the open request
+/// stream, for a body the test sends itself ([`upload`], or nothing more).
+pub async fn start(
+    raw: &mut RawH2,
+    head: http::Request<()>,
+) -> (ResponseFuture, SendStream<Bytes>) {
+    let send = within("room for a new stream", raw.send.clone().ready())
+        .await
+        .expect("the connection accepts a new stream");
+    raw.send = send;
+    raw.send
+        .send_request(head, false)
+        .expect("the request is sent")
+}
+
+/// Sends `len` bytes of body on `stream` as fast as flow control lets it,
+/// then ends the stream: what a client uploading a file does. Fails with the
+/// server's reason if the server resets the stream first.
+pub async fn upload(stream: &mut SendStream<Bytes>, len: usize) -> Result<(), h2::Error> {
+    let chunk = Bytes::from(vec![b'x'; 16 * 1024]);
+    let mut left = len;
+    if left == 0 {
+        return stream.send_data(Bytes::new(), true);
+    }
+    while left > 0 {
+        stream.reserve_capacity(left.min(chunk.len()));
+        match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+            Some(Ok(granted)) => {
+                let n = granted.min(left);
+                stream.send_data(chunk.slice(..n), n == left)?;
+                left -= n;
+            }
+            Some(Err(e)) => return Err(e),
+            // The stream is gone: the server reset it. Say with what.
+            None => {
+                let reason = std::future::poll_fn(|cx| stream.poll_reset(cx)).await?;
+                return Err(reason.into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A response as the test sees it: status, headers, the whole body and the

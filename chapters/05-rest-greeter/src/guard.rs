@@ -1,0 +1,238 @@
+//! What every request must satisfy around the handlers, and how the server
+//! says no so that the client actually hears it.
+//!
+//! Before the router sees a request, [`serve`] refuses a body whose
+//! `Content-Length` is over the API's limit (413): refused on the header's
+//! word, before a byte of it is read. Reading nothing also means hyper never
+//! sends HTTP/1.1's `100 Continue`, which would invite a client that asked
+//! first (`Expect: 100-continue`) to send it all.
+//!
+//! After the response has gone out, whatever the handler left unread
+//! ([`Tracked`] keeps it) is drained for a while ([`LINGER_BYTES`],
+//! [`LINGER_TIME`]), as nginx's lingering close does. A server that closed
+//! the connection (HTTP/1.1) or reset the stream (HTTP/2) while the client
+//! was still sending would make the client's TCP stack throw away the answer
+//! it had not read yet: a 413 that arrives as "broken pipe" or "stream
+//! error" is no answer at all.
+
+use std::{
+    convert::Infallible,
+    error::Error as StdError,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    http::{Request, Response, StatusCode, header},
+    response::IntoResponse,
+};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use proto::status::Code;
+use tokio::sync::oneshot;
+use tower::Service;
+use tracing::debug;
+
+use crate::{api::MAX_BODY_BYTES, problem::Problem};
+
+// ANCHOR: limits
+/// After a refusal, what the server reads (and discards) of a body it did not
+/// want, so that the client can finish sending and read the answer: curl
+/// 7.88 over HTTP/2 fails a transfer whose stream ends while it is still
+/// uploading, whatever the answer was. A few MiB covers the careless cases
+/// (a file posted to the wrong URL); past it the server stops reading.
+pub const LINGER_BYTES: u64 = 8 * 1024 * 1024;
+
+/// ... and for at most this long after the answer was sent: a client that
+/// neither sends nor closes is not waited for.
+pub const LINGER_TIME: Duration = Duration::from_secs(5);
+// ANCHOR_END: limits
+
+// ANCHOR: serve
+/// Serves one request through the router, with the checks above.
+pub async fn serve(
+    mut app: Router,
+    request: Request<Incoming>,
+) -> Result<Response<Lingering>, Infallible> {
+    if let Some(length) = declared_length(&request)
+        && length > MAX_BODY_BYTES as u64
+    {
+        let problem = Problem::new(
+            Code::ResourceExhausted,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "request body is {length} bytes (Content-Length); the limit is {MAX_BODY_BYTES}"
+            ),
+        );
+        return Ok(refuse(problem, request.into_body()));
+    }
+
+    let (parts, body) = request.into_parts();
+    let (tracked, leftover) = Tracked::new(body);
+    let response = app.call(Request::from_parts(parts, tracked)).await?;
+    let (head, body) = response.into_parts();
+    Ok(Response::from_parts(
+        head,
+        Lingering::new(body, Some(leftover)),
+    ))
+}
+// ANCHOR_END: serve
+
+fn declared_length<B>(request: &Request<B>) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The problem as the response, with the unread body to drain once it is sent.
+fn refuse(problem: Problem, body: Incoming) -> Response<Lingering> {
+    debug!(status = problem.status, detail = %problem.detail, "refused before the handler");
+    let (head, response_body) = problem.into_response().into_parts();
+    let (sender, leftover) = oneshot::channel();
+    let _ = sender.send(body);
+    Response::from_parts(head, Lingering::new(response_body, Some(leftover)))
+}
+
+// ANCHOR: tracked
+/// The request body as the handler sees it. When it is dropped unfinished
+/// (the handler refused early, or never read it) it hands the rest of the
+/// body back through `leftover`, to be drained after the response.
+pub struct Tracked {
+    body: Option<Incoming>,
+    finished: bool,
+    leftover: Option<oneshot::Sender<Incoming>>,
+}
+// ANCHOR_END: tracked
+
+impl Tracked {
+    fn new(body: Incoming) -> (Self, oneshot::Receiver<Incoming>) {
+        let (sender, leftover) = oneshot::channel();
+        let tracked = Tracked {
+            finished: body.is_end_stream(),
+            body: Some(body),
+            leftover: Some(sender),
+        };
+        (tracked, leftover)
+    }
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = Box<dyn StdError + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let Some(body) = this.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(body).poll_frame(cx) {
+            Poll::Ready(None) => {
+                this.finished = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(frame)) => Poll::Ready(Some(frame.map_err(Into::into))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.as_ref().map(Body::size_hint).unwrap_or_default()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let (false, Some(body), Some(leftover)) =
+            (self.finished, self.body.take(), self.leftover.take())
+        {
+            let _ = leftover.send(body);
+        }
+    }
+}
+
+// ANCHOR: lingering
+/// The response body. When hyper drops it, the response has been handed
+/// over completely (or the connection is gone), and the request body the
+/// handler left unread is drained on a task of its own.
+pub struct Lingering {
+    body: axum::body::Body,
+    leftover: Option<oneshot::Receiver<Incoming>>,
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        if let Some(leftover) = self.leftover.take() {
+            tokio::spawn(async move {
+                if let Ok(body) = leftover.await {
+                    drain(body).await;
+                }
+            });
+        }
+    }
+}
+
+/// Reads and discards `body` until it ends, or LINGER_BYTES or LINGER_TIME
+/// run out. If it ended, an HTTP/1.1 connection can carry the next request
+/// and an HTTP/2 stream closes cleanly. If not, dropping it closes the
+/// connection (HTTP/1.1) or resets the stream with NO_ERROR (HTTP/2, whose
+/// response is complete by now: RFC 9113, section 8.1).
+async fn drain(mut body: Incoming) {
+    let mut drained = 0u64;
+    let outcome = tokio::time::timeout(LINGER_TIME, async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return "the client went away";
+            };
+            drained += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if drained > LINGER_BYTES {
+                return "more than LINGER_BYTES; stopped reading";
+            }
+        }
+        "drained to its end"
+    })
+    .await
+    .unwrap_or("LINGER_TIME passed; stopped reading");
+    debug!(drained, outcome, "unread request body after the response");
+}
+// ANCHOR_END: lingering
+
+impl Lingering {
+    fn new(body: axum::body::Body, leftover: Option<oneshot::Receiver<Incoming>>) -> Self {
+        Lingering { body, leftover }
+    }
+}
+
+impl Body for Lingering {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
