@@ -7,8 +7,9 @@
 //! sends HTTP/1.1's `100 Continue`, which would invite a client that asked
 //! first (`Expect: 100-continue`) to send it all.
 //!
-//! After the response has gone out, whatever the handler left unread
-//! ([`Tracked`] keeps it) is drained for a while ([`LINGER_BYTES`],
+//! While the handler reads the body, [`Tracked`] gives it [`BODY_TIMEOUT`] to
+//! arrive (408 after that). After the response has gone out, whatever the
+//! handler left unread is drained for a while ([`LINGER_BYTES`],
 //! [`LINGER_TIME`]), as nginx's lingering close does. A server that closed
 //! the connection (HTTP/1.1) or reset the stream (HTTP/2) while the client
 //! was still sending would make the client's TCP stack throw away the answer
@@ -18,27 +19,33 @@
 use std::{
     convert::Infallible,
     error::Error as StdError,
+    fmt,
     pin::Pin,
-    task::{Context, Poll},
+    task::{Context, Poll, ready},
     time::Duration,
 };
 
 use axum::{
     Router,
     body::Bytes,
-    http::{Request, Response, StatusCode, header},
+    http::{HeaderValue, Request, Response, StatusCode, Version, header},
     response::IntoResponse,
 };
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use proto::status::Code;
-use tokio::sync::oneshot;
+use tokio::{sync::oneshot, time::Sleep};
 use tower::Service;
 use tracing::debug;
 
 use crate::{api::MAX_BODY_BYTES, problem::Problem};
 
 // ANCHOR: limits
+/// A client gets this long, once its request headers are in, to send the
+/// whole body. A greeting is well under a kilobyte; a body that trickles in
+/// for longer is stalled or hostile, and would hold its handler forever.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// After a refusal, what the server reads (and discards) of a body it did not
 /// want, so that the client can finish sending and read the answer: curl
 /// 7.88 over HTTP/2 fails a transfer whose stream ends while it is still
@@ -57,6 +64,7 @@ pub async fn serve(
     mut app: Router,
     request: Request<Incoming>,
 ) -> Result<Response<Lingering>, Infallible> {
+    let version = request.version();
     if let Some(length) = declared_length(&request)
         && length > MAX_BODY_BYTES as u64
     {
@@ -71,9 +79,15 @@ pub async fn serve(
     }
 
     let (parts, body) = request.into_parts();
-    let (tracked, leftover) = Tracked::new(body);
+    let (tracked, leftover) = Tracked::new(body, BODY_TIMEOUT);
     let response = app.call(Request::from_parts(parts, tracked)).await?;
-    let (head, body) = response.into_parts();
+    let (mut head, body) = response.into_parts();
+    if head.status == StatusCode::REQUEST_TIMEOUT && version < Version::HTTP_2 {
+        // The rest of a stalled body may still come, or never: this
+        // connection cannot carry another request, so say so.
+        head.headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     Ok(Response::from_parts(
         head,
         Lingering::new(body, Some(leftover)),
@@ -101,23 +115,52 @@ fn refuse(problem: Problem, body: Incoming) -> Response<Lingering> {
     Response::from_parts(head, Lingering::new(response_body, Some(leftover)))
 }
 
+/// The error a [`Tracked`] body gives once [`BODY_TIMEOUT`] has passed.
+#[derive(Debug)]
+pub struct BodyTimeout(pub Duration);
+
+impl fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the request body did not arrive within {:?}", self.0)
+    }
+}
+
+impl StdError for BodyTimeout {}
+
+/// Whether `error`, or anything in its chain of sources, is a [`BodyTimeout`].
+pub fn is_body_timeout(error: &(dyn StdError + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.is::<BodyTimeout>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 // ANCHOR: tracked
-/// The request body as the handler sees it. When it is dropped unfinished
+/// The request body as the handler sees it. It fails with [`BodyTimeout`]
+/// if the body is not complete in time, and when it is dropped unfinished
 /// (the handler refused early, or never read it) it hands the rest of the
 /// body back through `leftover`, to be drained after the response.
 pub struct Tracked {
     body: Option<Incoming>,
+    deadline: Pin<Box<Sleep>>,
+    limit: Duration,
     finished: bool,
     leftover: Option<oneshot::Sender<Incoming>>,
 }
 // ANCHOR_END: tracked
 
 impl Tracked {
-    fn new(body: Incoming) -> (Self, oneshot::Receiver<Incoming>) {
+    fn new(body: Incoming, limit: Duration) -> (Self, oneshot::Receiver<Incoming>) {
         let (sender, leftover) = oneshot::channel();
         let tracked = Tracked {
             finished: body.is_end_stream(),
             body: Some(body),
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            limit,
             leftover: Some(sender),
         };
         (tracked, leftover)
@@ -142,7 +185,12 @@ impl Body for Tracked {
                 Poll::Ready(None)
             }
             Poll::Ready(Some(frame)) => Poll::Ready(Some(frame.map_err(Into::into))),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                ready!(this.deadline.as_mut().poll(cx));
+                // Not worth draining: the client has stopped sending.
+                this.body = None;
+                Poll::Ready(Some(Err(Box::new(BodyTimeout(this.limit)))))
+            }
         }
     }
 

@@ -1,20 +1,29 @@
 //! The REST server against careless and hostile clients: bodies it will not
-//! take. Each test is
-//! the client (a raw TLS socket speaking HTTP/1.1 by hand, a raw HTTP/2
-//! client, or reqwest) and checks what that client sees: the status and its
+//! take, connections and bodies that stall. Each test is the client (a raw
+//! TLS socket speaking HTTP/1.1 by hand, a raw HTTP/2 client, or reqwest) and checks what that client sees: the status and its
 //! problem details, that the connection survives where it should, and that
 //! everyone else is served meanwhile.
 
 use std::{net::SocketAddr, sync::Arc, sync::atomic::Ordering};
 
-use axum::http::Method;
+use axum::{body::Bytes, http::Method};
 use grpc_server::{
     CallStats,
-    testing::{Serving, TempPki, raw, spawn_until_dropped, within},
+    testing::{Serving, TempPki, WAIT, raw, spawn_until_dropped, within},
 };
-use rest_server::{Args, BoundServer, api::MAX_BODY_BYTES, problem};
+use reqwest::StatusCode;
+use rest_server::{
+    Args, BoundServer,
+    api::MAX_BODY_BYTES,
+    guard::BODY_TIMEOUT,
+    problem,
+    server::{HEADER_READ_TIMEOUT, PREFACE_TIMEOUT},
+};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
+    time::Instant,
+};
 
 struct TestServer {
     addr: SocketAddr,
@@ -56,6 +65,27 @@ impl TestServer {
 
     async fn h2(&self) -> raw::RawH2 {
         raw::h2_connect(self.addr, &self.pki.ca_cert(), &raw::Builder::new()).await
+    }
+
+    /// A reqwest client of one HTTP version that trusts the test CA.
+    fn reqwest(&self, alpn: &[u8]) -> reqwest::Client {
+        let mut tls = certs::client_config(&self.pki.ca_cert(), None).unwrap();
+        tls.alpn_protocols = vec![alpn.to_vec()];
+        let builder = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .no_proxy()
+            .timeout(WAIT);
+        if alpn == b"h2" {
+            builder
+        } else {
+            builder.http1_only()
+        }
+        .build()
+        .unwrap()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.addr)
     }
 
     fn handlers_started(&self) -> u64 {
@@ -324,4 +354,82 @@ async fn http2_a_404_for_a_request_with_a_body_reaches_the_client_and_the_stream
     let answer = answer.expect("the answer, not a reset");
     assert_eq!(answer.status, 404);
     uploaded.expect("the upload was cut short");
+}
+
+// ---------------------------------------------------------------------------
+// Connections and bodies that stall
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_silent_after_tls_is_closed_over_both_protocols() {
+    let server = start_server().await;
+    let started = Instant::now();
+    let mut silent_h1 = server.tls(b"http/1.1").await;
+    let mut silent_h2 = server.tls(b"h2").await;
+
+    // Meanwhile others are served.
+    let ok = server
+        .reqwest(b"h2")
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+
+    let limit = HEADER_READ_TIMEOUT.max(PREFACE_TIMEOUT);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (h1, h2) = tokio::join!(
+        tokio::time::timeout(limit + WAIT, silent_h1.read_to_end(&mut a)),
+        tokio::time::timeout(limit + WAIT, silent_h2.read_to_end(&mut b)),
+    );
+    let waited = started.elapsed();
+    println!("silent http/1.1: {h1:?}; silent h2: {h2:?}; after {waited:?}");
+    assert!(
+        h1.is_ok(),
+        "the silent HTTP/1.1 connection was still open after {waited:?}"
+    );
+    assert!(
+        h2.is_ok(),
+        "the silent HTTP/2 connection was still open after {waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_gets_408_over_both_protocols() {
+    let server = start_server().await;
+
+    // HTTP/1.1: 10 of the 100 announced bytes, then nothing.
+    let mut h1 = server.h1().await;
+    h1.send(greeting_head("Content-Length: 100\r\n").as_bytes())
+        .await;
+    h1.send(br#"{"name":"A"#).await;
+    // HTTP/2: the same, on a stream.
+    let mut h2 = server.h2().await;
+    let head = raw::request(Method::POST, "/v1/greetings")
+        .header("content-type", "application/json")
+        .header("content-length", "100")
+        .body(())
+        .unwrap();
+    let (response, mut stream) = raw::start(&mut h2, head).await;
+    stream
+        .send_data(Bytes::from_static(br#"{"name":"A"#), false)
+        .unwrap();
+
+    let started = Instant::now();
+    let stalled = tokio::time::timeout(BODY_TIMEOUT + WAIT, h1.response())
+        .await
+        .expect("no answer to a stalled body over HTTP/1.1");
+    println!("http/1.1 after {:?}: {stalled:?}", started.elapsed());
+    assert_eq!(stalled.status, 408);
+    assert_eq!(stalled.header("connection"), Some("close"));
+    stalled.problem();
+
+    let answer = raw::answer(response).await.expect("an answer over HTTP/2");
+    assert_eq!(answer.status, 408, "{answer:?}");
+    assert_eq!(server.handlers_started(), 0);
+    // The HTTP/2 connection itself is fine.
+    let head = raw::request(Method::GET, "/healthz").body(()).unwrap();
+    let ok = raw::answer(raw::send(&mut h2, head, None).await)
+        .await
+        .unwrap();
+    assert_eq!(ok.status, 200);
 }
