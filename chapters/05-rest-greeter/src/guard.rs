@@ -1,11 +1,13 @@
 //! What every request must satisfy around the handlers, and how the server
 //! says no so that the client actually hears it.
 //!
-//! Before the router sees a request, [`serve`] refuses a body whose
-//! `Content-Length` is over the API's limit (413): refused on the header's
-//! word, before a byte of it is read. Reading nothing also means hyper never
-//! sends HTTP/1.1's `100 Continue`, which would invite a client that asked
-//! first (`Expect: 100-continue`) to send it all.
+//! Before the router sees a request, [`serve`] refuses
+//!
+//! - headers larger than [`MAX_HEADER_BYTES`] (431), and
+//! - a body whose `Content-Length` is over the API's limit (413): refused on
+//!   the header's word, before a byte of it is read. Reading nothing also
+//!   means hyper never sends HTTP/1.1's `100 Continue`, which would invite
+//!   a client that asked first (`Expect: 100-continue`) to send it all.
 //!
 //! While the handler reads the body, [`Tracked`] gives it [`BODY_TIMEOUT`] to
 //! arrive (408 after that). After the response has gone out, whatever the
@@ -31,6 +33,7 @@ use axum::{
     http::{HeaderValue, Request, Response, StatusCode, Version, header},
     response::IntoResponse,
 };
+use grpc_server::refuse::header_list_bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use proto::status::Code;
@@ -41,6 +44,12 @@ use tracing::debug;
 use crate::{api::MAX_BODY_BYTES, problem::Problem};
 
 // ANCHOR: limits
+/// The largest request header list, counted as HTTP/2 counts it (name +
+/// value + 32 bytes a field), over either protocol; larger gets a 431 with
+/// problem details. The same bound as the gRPC port's metadata limit: real
+/// requests carry a few hundred bytes, big cookies a few KiB.
+pub const MAX_HEADER_BYTES: usize = grpc_server::server::MAX_METADATA_BYTES;
+
 /// A client gets this long, once its request headers are in, to send the
 /// whole body. A greeting is well under a kilobyte; a body that trickles in
 /// for longer is stalled or hostile, and would hold its handler forever.
@@ -65,6 +74,17 @@ pub async fn serve(
     request: Request<Incoming>,
 ) -> Result<Response<Lingering>, Infallible> {
     let version = request.version();
+    let size = header_list_bytes(request.method(), request.uri(), request.headers());
+    if size > MAX_HEADER_BYTES {
+        let problem = Problem::new(
+            Code::ResourceExhausted,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!(
+                "request headers are {size} bytes; this server accepts at most {MAX_HEADER_BYTES}"
+            ),
+        );
+        return Ok(refuse(problem, request.into_body()));
+    }
     if let Some(length) = declared_length(&request)
         && length > MAX_BODY_BYTES as u64
     {

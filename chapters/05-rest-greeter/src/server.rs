@@ -32,6 +32,24 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// the gRPC server's bound, for the same reason (hyper waits forever).
 pub const PREFACE_TIMEOUT: Duration = grpc_server::server::PREFACE_TIMEOUT;
 
+/// The most an HTTP/1.1 request head (request line and headers) may take:
+/// past it hyper itself answers a bare 431 and closes the connection. Set
+/// well above guard::MAX_HEADER_BYTES so that ordinary oversized headers get
+/// the problem-details 431 instead; hyper's default is about 400 KiB.
+pub const MAX_HEAD_BYTES: usize = 128 * 1024;
+
+/// Header fields an HTTP/1.1 request may have (hyper's default, stated).
+pub const MAX_HEADERS: usize = 100;
+
+/// The HTTP/2 counterpart of MAX_HEAD_BYTES (`SETTINGS_MAX_HEADER_LIST_SIZE`),
+/// and for the same reason as on the gRPC port: hyper's 16 KiB made h2 end
+/// the whole connection for a 64 KiB header.
+pub const MAX_HEADER_LIST_BYTES: u32 = grpc_server::server::MAX_HEADER_LIST_BYTES;
+
+/// Streams a connection may make us reset for its protocol errors before it
+/// gets GOAWAY: hyper's default, stated, and the gRPC port's bound.
+pub const MAX_LOCAL_ERROR_RESETS: usize = grpc_server::server::MAX_LOCAL_ERROR_RESETS;
+
 /// Concurrent requests on one HTTP/2 connection; the same bound, for the same
 /// reason, as the gRPC server's.
 pub const MAX_CONCURRENT_STREAMS: u32 = 256;
@@ -92,10 +110,14 @@ impl BoundServer {
         // limit: a client that says nothing after TLS would wait there forever.
         let mut h1 = http1::Builder::new();
         h1.timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_header_size(MAX_HEAD_BYTES)
+            .max_headers(MAX_HEADERS);
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_header_list_size(MAX_HEADER_LIST_BYTES)
+            .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS)
             .keep_alive_interval(Duration::from_secs(30));
 
         let mut incoming = self.listener.incoming();

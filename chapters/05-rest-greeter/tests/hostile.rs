@@ -1,6 +1,7 @@
 //! The REST server against careless and hostile clients: bodies it will not
-//! take, connections and bodies that stall. Each test is the client (a raw
-//! TLS socket speaking HTTP/1.1 by hand, a raw HTTP/2 client, or reqwest) and checks what that client sees: the status and its
+//! take, headers too large, connections and bodies that stall. Each test is
+//! the client (a raw TLS socket speaking HTTP/1.1 by hand, a raw HTTP/2
+//! client, or reqwest) and checks what that client sees: the status and its
 //! problem details, that the connection survives where it should, and that
 //! everyone else is served meanwhile.
 
@@ -15,7 +16,7 @@ use reqwest::StatusCode;
 use rest_server::{
     Args, BoundServer,
     api::MAX_BODY_BYTES,
-    guard::BODY_TIMEOUT,
+    guard::{BODY_TIMEOUT, MAX_HEADER_BYTES},
     problem,
     server::{HEADER_READ_TIMEOUT, PREFACE_TIMEOUT},
 };
@@ -354,6 +355,83 @@ async fn http2_a_404_for_a_request_with_a_body_reaches_the_client_and_the_stream
     let answer = answer.expect("the answer, not a reset");
     assert_eq!(answer.status, 404);
     uploaded.expect("the upload was cut short");
+}
+
+// ---------------------------------------------------------------------------
+// Headers over the limit: 431, on that request alone
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_over_the_limit_get_a_431_problem_over_both_protocols() {
+    let server = start_server().await;
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        let client = server.reqwest(alpn);
+        let response = client
+            .get(server.url("/healthz"))
+            .header("x-padding", "a".repeat(64 * 1024))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(
+            response.status(),
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        );
+        let problem: Value = response.json().await.unwrap();
+        println!("{}: {problem}", String::from_utf8_lossy(alpn));
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&MAX_HEADER_BYTES.to_string())
+        );
+        let ok = client.get(server.url("/healthz")).send().await.unwrap();
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_a_large_header_fails_its_own_stream_and_not_the_connection() {
+    let server = start_server().await;
+    let mut h2 = server.h2().await;
+    // 64 KiB: refused by the server (problem details); 150 KiB: over HTTP/2's
+    // own limit, refused by h2 (a bare 431, then a reset). Neither may cost
+    // the connection.
+    for (padding, problem_details) in [(64 * 1024, true), (150 * 1024, false)] {
+        let head = raw::request(Method::GET, "/healthz")
+            .header("x-padding", "a".repeat(padding))
+            .body(())
+            .unwrap();
+        match raw::answer(raw::send(&mut h2, head, None).await).await {
+            Ok(answer) => {
+                assert_eq!(answer.status, 431, "{padding}");
+                if problem_details {
+                    assert_eq!(answer.headers["content-type"], problem::CONTENT_TYPE);
+                }
+            }
+            Err(e) => {
+                assert!(!problem_details, "{padding}: {e}");
+                assert!(!e.is_go_away(), "{padding}: the connection was closed: {e}");
+            }
+        }
+        let head = raw::request(Method::GET, "/healthz").body(()).unwrap();
+        let ok = raw::answer(raw::send(&mut h2, head, None).await)
+            .await
+            .expect("the same connection still serves");
+        assert_eq!(ok.status, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_a_head_over_the_protocol_limit_gets_a_bare_431() {
+    let server = start_server().await;
+    let mut h1 = server.h1().await;
+    let padding = "a".repeat(200 * 1024);
+    h1.send(
+        format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: {padding}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    let response = h1.response().await;
+    assert_eq!(response.status, 431, "{response:?}");
 }
 
 // ---------------------------------------------------------------------------
