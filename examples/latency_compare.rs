@@ -12,5 +12,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    perf::latency::run(perf::latency::Args::parse()).await
+    program::exit_code(perf::latency::run(perf::latency::Args::parse()).await)
 }

@@ -12,5 +12,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    grpc_client::rest::run(grpc_client::RestArgs::parse()).await
+    program::exit_code(grpc_client::rest::run(grpc_client::RestArgs::parse()).await)
 }

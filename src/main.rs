@@ -1,4 +1,4 @@
 //! `cargo run` at the root of the workspace starts the whole stack (chapter 9).
 fn main() -> std::process::ExitCode {
-    stack::main()
+    program::exit_code(stack::main())
 }

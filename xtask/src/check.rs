@@ -3,11 +3,14 @@
 //! - every `{{#include}}` names a file that exists and, if it names an anchor,
 //!   an anchor that exists in that file;
 //! - every relative link leads to a page (and heading) that exists;
+//! - every anchored region of the sources is included somewhere, and one that
+//!   ends inside a block says so (`anchors.rs`);
 //! - every chapter has the workshop's shape and a quiz of at least four
 //!   explained questions: no placeholder pages;
 //! - every command in a ```console block is either parsed by the real program's
-//!   parser (`cargo run ...`) or run by `book/observe.sh` (everything else),
-//!   which `cargo xtask observe --check` reruns in CI;
+//!   parser (`cargo run ...`) or run by a step of `book/observe/*.toml`
+//!   (everything else), which `cargo xtask observe --check` reruns in CI, and
+//!   every observed file a page shows is one a step writes (`commands.rs`);
 //! - the answers appendix is what `cargo xtask answers` would write.
 
 use std::{
@@ -16,9 +19,10 @@ use std::{
 };
 
 use crate::{
-    clis::{self, Checked},
-    markdown::{Page, shell_segments},
-    quiz,
+    anchors,
+    commands::{check_commands, check_observed},
+    markdown::Page,
+    observe, quiz,
 };
 
 /// The sections every chapter has, in this order (DESIGN.md).
@@ -32,10 +36,6 @@ pub const CHAPTER_SECTIONS: [&str; 8] = [
     "Knowledge check",
     "Done when",
 ];
-
-/// Tools the book mentions that CI does not run: Docker has no engine on the
-/// workshop's machines, and `mdbook serve` never exits (CI runs `mdbook build`).
-const NOT_RUN: [&str; 2] = ["docker", "mdbook"];
 
 pub struct Book {
     pub root: PathBuf,
@@ -81,19 +81,16 @@ impl Book {
             .collect()
     }
 
-    /// First lines (`$ command`) of the observed outputs: what observe.sh runs.
+    /// The commands the observations run: every `run` of book/observe/*.toml.
     pub fn observed_commands(&self) -> anyhow::Result<BTreeSet<String>> {
-        let mut commands = BTreeSet::new();
-        let dir = self.src().join("observed");
-        if dir.exists() {
-            for entry in std::fs::read_dir(dir)? {
-                let text = std::fs::read_to_string(entry?.path()).unwrap_or_default();
-                if let Some(command) = text.lines().next().and_then(|l| l.strip_prefix("$ ")) {
-                    commands.insert(command.trim().to_string());
-                }
-            }
-        }
-        Ok(commands)
+        Ok(observe::steps::read_all(&self.root)?
+            .iter()
+            .flat_map(|c| &c.steps)
+            .filter_map(|s| match &s.action {
+                observe::steps::Action::Run(run) => Some(run.run.clone()),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Chapter titles with their quizzes, in book order.
@@ -151,6 +148,8 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     for page in pages.iter().chain(std::iter::once(&readme)) {
         check_commands(page, &observed, &mut problems);
     }
+    check_observed(book, &pages, &mut problems)?;
+    anchors::check(&book.root, &pages, &mut problems)?;
     match book.quizzes() {
         Ok(quizzes) => {
             let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();
@@ -166,7 +165,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     Ok(problems)
 }
 
-fn at(page: &Page, line: usize) -> String {
+pub fn at(page: &Page, line: usize) -> String {
     format!("{}:{line}", page.path.display())
 }
 
@@ -284,80 +283,6 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
     }
 }
 
-pub fn check_commands(page: &Page, observed: &BTreeSet<String>, problems: &mut Vec<String>) {
-    for (line, command) in page.console_commands() {
-        let segments = match shell_segments(&command) {
-            Ok(s) => s,
-            Err(e) => {
-                problems.push(format!("{}: {e}", at(page, line)));
-                continue;
-            }
-        };
-        let mut needs_observation = false;
-        for segment in segments {
-            let words: Vec<String> = segment
-                .into_iter()
-                .skip_while(|w| is_env_assignment(w))
-                .collect();
-            match words.first().map(String::as_str) {
-                Some("cargo") => match check_cargo(&words[1..]) {
-                    Ok(Checked::Parsed) => {}
-                    Ok(Checked::MustBeObserved) => needs_observation = true,
-                    Err(e) => problems.push(format!("{}: `{command}`: {e:#}", at(page, line))),
-                },
-                Some(tool) if NOT_RUN.contains(&tool) => {}
-                Some(_) => needs_observation = true,
-                None => {}
-            }
-        }
-        if needs_observation && !observed.contains(command.trim()) {
-            problems.push(format!(
-                "{}: the book shows `{command}`, but book/observe.sh never runs it (add an `observe` line)",
-                at(page, line)
-            ));
-        }
-    }
-}
-
-fn is_env_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-    })
-}
-
-/// `cargo run` is parsed against the program; other cargo commands must name
-/// real packages.
-fn check_cargo(words: &[String]) -> anyhow::Result<Checked> {
-    match words.first().map(String::as_str) {
-        Some("run") => clis::check_cargo_run(&clis::cargo_run(&words[1..])?),
-        Some("xtask") => clis::check_cargo_run(&clis::CargoRun {
-            package: "xtask".into(),
-            target: None,
-            example: false,
-            args: words[1..].to_vec(),
-        }),
-        Some("build" | "test" | "clippy" | "install" | "fmt") => {
-            if words[0] != "install" {
-                for pair in words.windows(2) {
-                    if (pair[0] == "-p" || pair[0] == "--package")
-                        && !clis::is_workspace_package(&pair[1])
-                    {
-                        anyhow::bail!("no workspace package `{}`", pair[1]);
-                    }
-                }
-            }
-            Ok(Checked::Parsed)
-        }
-        other => anyhow::bail!(
-            "the book's checks do not know `cargo {}`",
-            other.unwrap_or("")
-        ),
-    }
-}
-
 /// Resolves the workspace root from this crate's location.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -423,29 +348,6 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("missing.md"));
         assert!(problems[1].contains("#nope"));
-    }
-
-    #[test]
-    fn a_renamed_flag_in_a_console_block_is_reported() {
-        let s = scratch("commands");
-        let page = page_in(
-            &s.0,
-            "p.md",
-            "```console\ncargo run -p grpc-server -- --mtls\ncargo run -p grpc-server -- --mutual-tls\ncurl -sS https://localhost:8443/healthz\nmdbook serve book\n```\n",
-        );
-        let observed: BTreeSet<String> =
-            ["curl -sS https://localhost:8443/healthz".to_string()].into();
-        let mut problems = Vec::new();
-        check_commands(&page, &observed, &mut problems);
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].contains("--mutual-tls"));
-
-        let mut problems = Vec::new();
-        check_commands(&page, &BTreeSet::new(), &mut problems);
-        assert!(
-            problems.iter().any(|p| p.contains("never runs it")),
-            "{problems:?}"
-        );
     }
 
     #[test]

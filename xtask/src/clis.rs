@@ -1,7 +1,7 @@
 //! Every program the book tells a reader to run, with its real command line.
 //!
 //! `cargo run -p grpc-server -- --mtls` in a chapter is checked by handing
-//! `--mtls` to `grpc_server::Args::try_parse_from`, the very parser the binary
+//! `--mtls` to `grpc_server::Cli::try_parse_from`, the very parser the binary
 //! uses. Renaming a flag, a binary or a package therefore fails the check until
 //! the book says the new name. A program missing from this table fails too, so
 //! a new binary cannot slip into the book unchecked.
@@ -21,20 +21,20 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("proto", "wire_size", parse::<proto::cli::WireSizeArgs>),
     ("proto", "grpc_frame", parse::<proto::cli::GrpcFrameArgs>),
     ("certs", "certs", parse::<certs::cli::Args>),
-    ("grpc-server", "grpc-server", parse::<grpc_server::Args>),
+    ("grpc-server", "grpc-server", parse::<grpc_server::Cli>),
     ("grpc-client", "grpc-client", parse::<grpc_client::Args>),
     (
         "proto",
         "status_table",
         parse::<proto::cli::StatusTableArgs>,
     ),
-    ("rest-server", "rest-server", parse::<rest_server::Args>),
+    ("rest-server", "rest-server", parse::<rest_server::Cli>),
     ("streaming", "flow_control", parse::<streaming::cli::Args>),
     ("stack", "stack", parse::<stack::Args>),
     ("loadgen", "loadgen", parse::<loadgen::cli::Args>),
     ("overload", "overload", parse::<overload::Args>),
     ("ingest", "ingest", parse::<ingest::Args>),
-    ("per-call", "per_call", parse::<per_call::experiment::Args>),
+    ("per-call", "per_call", parse::<per_call::config::Args>),
     ("admission", "admission", parse::<admission::Args>),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];
@@ -103,7 +103,7 @@ pub enum Checked {
     /// Its arguments parse with the program's own parser.
     Parsed,
     /// An example whose parser is private to its file: the command must be one
-    /// that `book/observe.sh` runs, so CI runs it for real.
+    /// that a step of `book/observe/*.toml` runs, so CI runs it for real.
     MustBeObserved,
 }
 

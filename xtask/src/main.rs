@@ -1,7 +1,8 @@
 //! `cargo xtask ...`: the workshop's maintenance tasks.
 //!
-//! - `observe` reruns every command the book shows and writes what it printed
-//!   to `book/src/observed/` (the script is `book/observe.sh`);
+//! - `observe` reruns every command the book shows, as the steps in
+//!   `book/observe/chNN.toml` say, and writes what it printed to
+//!   `book/src/observed/` (`observe ch04` does one chapter);
 //! - `observe --check` reruns them into a scratch folder and fails if any
 //!   command now fails where it succeeded (or the reverse): CI's proof that the
 //!   book's commands still work;
@@ -11,10 +12,13 @@
 //! - `browser` opens the built book in headless Chromium and checks that a
 //!   quiz and a plot really render.
 
+mod anchors;
 mod browser;
 mod check;
 mod clis;
+mod commands;
 mod markdown;
+mod observe;
 mod quiz;
 
 use std::{path::Path, process::ExitCode};
@@ -35,6 +39,10 @@ pub struct Cli {
 enum Task {
     /// Regenerate book/src/observed/ from real runs (or, with --check, compare)
     Observe {
+        /// Only these chapters (ch04 ch12 ...), as book/observe/chNN.toml names them;
+        /// every chapter when none is named
+        #[arg(value_name = "CHAPTER")]
+        chapters: Vec<String>,
         /// Rerun into target/observed-check/ and compare with the book's files
         #[arg(long)]
         check: bool,
@@ -51,7 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
     let result = match cli.task {
-        Task::Observe { check } => observe(&root, check),
+        Task::Observe { chapters, check } => observe::observe(&root, &chapters, check),
         Task::CheckBook => check_book(&root),
         Task::Answers => answers(&root),
         Task::Browser => browser::check(&root),
@@ -89,99 +97,4 @@ fn answers(root: &Path) -> anyhow::Result<()> {
     std::fs::write(book.answers_path(), text)?;
     println!("wrote {}", book.answers_path().display());
     Ok(())
-}
-
-fn observe(root: &Path, check: bool) -> anyhow::Result<()> {
-    let book_dir = root.join("book/src/observed");
-    let out = if check {
-        root.join("target/observed-check")
-    } else {
-        book_dir.clone()
-    };
-    if check {
-        let _ = std::fs::remove_dir_all(&out);
-    }
-    let status = std::process::Command::new("bash")
-        .arg(root.join("book/observe.sh"))
-        .env("OBSERVED_DIR", &out)
-        .status()?;
-    anyhow::ensure!(status.success(), "book/observe.sh failed ({status})");
-    if !check {
-        println!("observed outputs written to {}", out.display());
-        return Ok(());
-    }
-    let drift = compare_observed(&book_dir, &out)?;
-    for d in &drift {
-        eprintln!("{d}");
-    }
-    anyhow::ensure!(
-        drift.is_empty(),
-        "{} observed command(s) behave differently now",
-        drift.len()
-    );
-    println!(
-        "every observed command behaves as the book shows (fresh outputs in {})",
-        out.display()
-    );
-    Ok(())
-}
-
-/// curl's exit status for a refused TLS handshake depends on a race (whether the
-/// alert or the closed socket reaches it first, chapter 3), so for curl a
-/// failure is a failure; our own programs' statuses must match exactly.
-fn same_curl_failure(old: &str, new: &str) -> bool {
-    let failed = |text: &str| text.lines().any(|l| l.starts_with("(exit status"));
-    old.lines().next().is_some_and(|l| l.contains("curl ")) && failed(old) && failed(new)
-}
-
-/// Compares what matters in a rerun: the same commands ran, and each one
-/// succeeded or failed as before. Timings and timestamps are allowed to differ.
-fn compare_observed(book: &Path, fresh: &Path) -> anyhow::Result<Vec<String>> {
-    let mut drift = Vec::new();
-    for entry in std::fs::read_dir(book)? {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        let old = std::fs::read_to_string(&path)?;
-        let Ok(new) = std::fs::read_to_string(fresh.join(&name)) else {
-            drift.push(format!(
-                "{name}: the book has it, but the rerun did not write it"
-            ));
-            continue;
-        };
-        let command = |text: &str| {
-            text.lines()
-                .next()
-                .filter(|l| l.starts_with("$ "))
-                .map(str::to_string)
-        };
-        let status = |text: &str| {
-            text.lines()
-                .rev()
-                .find(|l| l.starts_with("(exit status"))
-                .map(str::to_string)
-        };
-        if command(&old) != command(&new) {
-            drift.push(format!(
-                "{name}: the command changed: {:?} -> {:?}",
-                command(&old),
-                command(&new)
-            ));
-        } else if command(&old).is_some()
-            && status(&old) != status(&new)
-            && !same_curl_failure(&old, &new)
-        {
-            let show = |s: Option<String>| s.unwrap_or_else(|| "success".into());
-            drift.push(format!(
-                "{name}: `{}` was {} and is now {}",
-                command(&old).unwrap_or_default(),
-                show(status(&old)),
-                show(status(&new))
-            ));
-        }
-    }
-    Ok(drift)
 }

@@ -19,8 +19,9 @@ use rustls::{
 use crate::pki::{self, CREATE_COMMAND, Pki};
 
 /// Where a server finds its certificate, its key and, with `--mtls`, the CA that
-/// client certificates must chain to. Shared by every server's command line.
-#[derive(clap::Args, Clone, Debug)]
+/// client certificates must chain to. Shared by every server's command line,
+/// and part of the configuration an experiment hands the servers it starts.
+#[derive(clap::Args, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TlsArgs {
     /// Folder holding the development PKI (created by `cargo run -p certs`)
     #[arg(long, env = "CERTS_DIR", default_value_os_t = program::certs_dir())]

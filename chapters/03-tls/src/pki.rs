@@ -110,7 +110,6 @@ impl Pki {
     }
 }
 
-// ANCHOR: make_pki
 /// Returns the five files' contents, named as in [`ALL_FILES`].
 fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     // Backdate a little so a clock a few minutes behind still accepts the files.
@@ -180,7 +179,6 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
         (CLIENT_KEY, client_key.serialize_pem()),
     ])
 }
-// ANCHOR_END: make_pki
 
 // ANCHOR: write_file
 /// Writes through a temporary file and a rename, so a reader never sees half a

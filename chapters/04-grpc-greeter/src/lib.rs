@@ -24,4 +24,4 @@ pub mod testing;
 
 pub use greeter::{Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_request, greeting};
 pub use lifetime::{CallGuard, CallStats};
-pub use server::{Args, BoundServer};
+pub use server::{Args, BoundServer, Cli};

@@ -3,15 +3,23 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use grpc_server::{Args, BoundServer};
+use grpc_server::{BoundServer, Cli};
+use tokio::sync::oneshot;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     program::init_tracing();
-    let args = Args::parse();
+    let cli = Cli::parse();
     let result = async {
-        let server = BoundServer::bind(&args).await?;
-        server.serve(program::shutdown_signal()).await
+        let (listening, ready) = oneshot::channel();
+        let server = BoundServer::bind(&cli.server)
+            .await?
+            .notify_when_listening(listening);
+        tokio::try_join!(
+            server.serve(program::shutdown_signal()),
+            program::ready_file::publish_when_listening(cli.ready_file.as_deref(), [ready]),
+        )?;
+        Ok(())
     };
     program::exit_code(result.await)
 }

@@ -1,9 +1,12 @@
 //! The gRPC server: TLS, optional mTLS, health, reflection, limits, shutdown.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible, future::Future, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration,
+};
 
 use certs::{TlsArgs, TlsListener};
 use proto::greeter::v1::greeter_server::GreeterServer;
+use tokio::sync::oneshot;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{
     body::Body,
@@ -86,6 +89,21 @@ pub struct Args {
     pub concurrency_limit: Option<usize>,
 }
 
+/// `grpc-server`'s command line: the server's settings, and where to say that
+/// it is ready. The ready file is the program's business, not the server's:
+/// programs that build an [`Args`] of their own (the stack, chapter 11's
+/// ingest server) say when *they* are ready.
+#[derive(clap::Parser, Clone, Debug)]
+#[command(name = "grpc-server", version)]
+pub struct Cli {
+    #[command(flatten)]
+    pub server: Args,
+    /// Once listening, write the address to this file (atomically), for a
+    /// script or harness that waits for it
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+}
+
 /// A server that has loaded its certificates and bound its port but not yet
 /// started serving: `local_addr` is known (useful with port 0), and every setup
 /// error has already been reported.
@@ -99,6 +117,7 @@ pub struct BoundServer {
     extra: Routes,
     extra_names: Vec<&'static str>,
     drain_timeout: Duration,
+    listening: Option<oneshot::Sender<SocketAddr>>,
 }
 
 impl BoundServer {
@@ -116,12 +135,20 @@ impl BoundServer {
             extra: Routes::default(),
             extra_names: Vec::new(),
             drain_timeout: DRAIN_TIMEOUT,
+            listening: None,
         })
     }
 
     /// Replaces [`DRAIN_TIMEOUT`]: how long shutdown waits for calls in flight.
     pub fn with_drain_timeout(mut self, limit: Duration) -> Self {
         self.drain_timeout = limit;
+        self
+    }
+
+    /// Sends the address to `listening` once `serve` has set everything up
+    /// and logged that it listens: the moment a ready file may be written.
+    pub fn notify_when_listening(mut self, listening: oneshot::Sender<SocketAddr>) -> Self {
+        self.listening = Some(listening);
         self
     }
 
@@ -231,6 +258,10 @@ impl BoundServer {
                 .load_shed(true);
         }
         // ANCHOR_END: load_shed
+        // Set up and listening: whoever waits for this server may go on.
+        if let Some(listening) = self.listening {
+            let _ = listening.send(self.addr);
+        }
         let serve = builder
             .layer(RefuseLayer)
             .add_routes(self.extra)

@@ -8,7 +8,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use grpc_server::{
     BoundServer, CallStats, MAX_DELAY_MS,
-    testing::{Serving, TempPki, spawn_until_dropped, tls_channel, wait_until, within},
+    testing::{Serving, TempPki, WAIT, spawn_until_dropped, tls_channel, wait_until, within},
 };
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tokio::time::Instant;
@@ -362,4 +362,50 @@ async fn shutdown_is_not_held_forever_by_a_stream_that_never_ends() {
         .await
         .expect("server task")
         .expect("serve() returns Ok when the drain limit passes");
+}
+
+/// A child process killed when the test ends, passed or failed.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `grpc-server --ready-file PATH`, as `cargo xtask observe` starts it: the
+/// file appears once the server listens, it names the address, and a call to
+/// that address is answered.
+#[tokio::test]
+async fn the_program_writes_its_ready_file_once_it_listens() {
+    let pki = TempPki::new();
+    let ready = pki.dir.join("ready");
+    let mut server = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_grpc-server"))
+            .args(["--addr", "127.0.0.1:0", "--certs-dir"])
+            .arg(&pki.dir)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start grpc-server"),
+    );
+    let text = program::ready_file::wait(&ready, WAIT, || Ok(server.0.try_wait()?.is_none()))
+        .expect("the ready file");
+    let addr: SocketAddr = text.trim().parse().expect("an address in the ready file");
+    let channel = tls_channel(addr, &pki.ca_cert(), None)
+        .await
+        .expect("connect");
+    let reply = within(
+        "SayHello",
+        GreeterClient::new(channel).say_hello(HelloRequest {
+            name: "Ada".into(),
+            delay_ms: 0,
+        }),
+    )
+    .await
+    .expect("a reply");
+    assert_eq!(reply.into_inner().message, "Hello, Ada!");
 }

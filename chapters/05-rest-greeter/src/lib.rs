@@ -19,4 +19,4 @@ pub mod problem;
 pub mod server;
 
 pub use problem::Problem;
-pub use server::{Args, BoundServer};
+pub use server::{Args, BoundServer, Cli};

@@ -50,7 +50,6 @@ impl Problem {
     pub fn code(&self) -> Option<Code> {
         status::from_problem_type(&self.kind).map(|row| row.code)
     }
-    // ANCHOR_END: from_code
 
     /// The request was understood, but a field's value is not acceptable.
     pub fn invalid_argument(
@@ -64,6 +63,7 @@ impl Problem {
         }
     }
 }
+// ANCHOR_END: from_code
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {

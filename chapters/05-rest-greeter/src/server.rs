@@ -1,6 +1,9 @@
 //! The REST server: TLS with ALPN, HTTP/1.1 and HTTP/2, limits, shutdown.
 
-use std::{future::Future, net::SocketAddr, sync::Arc, sync::atomic::Ordering, time::Duration};
+use std::{
+    future::Future, net::SocketAddr, path::PathBuf, sync::Arc, sync::atomic::Ordering,
+    time::Duration,
+};
 
 use certs::{TlsArgs, TlsListener};
 use grpc_server::{CallStats, connection::PrefaceDeadline};
@@ -12,6 +15,7 @@ use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::graceful::GracefulShutdown,
 };
+use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use crate::{
@@ -72,10 +76,24 @@ pub struct Args {
     pub mtls: bool,
 }
 
+/// `rest-server`'s command line: the server's settings, and where to say that
+/// it is ready (the stack, which builds an [`Args`] itself, says so itself).
+#[derive(clap::Parser, Clone, Debug)]
+#[command(name = "rest-server", version)]
+pub struct Cli {
+    #[command(flatten)]
+    pub server: Args,
+    /// Once listening, write the address to this file (atomically), for a
+    /// script or harness that waits for it
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+}
+
 pub struct BoundServer {
     listener: TlsListener,
     addr: SocketAddr,
     state: AppState,
+    listening: Option<oneshot::Sender<SocketAddr>>,
 }
 
 impl BoundServer {
@@ -88,7 +106,15 @@ impl BoundServer {
             listener,
             addr,
             state: AppState::default(),
+            listening: None,
         })
+    }
+
+    /// Sends the address to `listening` once `serve` has logged that it
+    /// listens: the moment a ready file may be written.
+    pub fn notify_when_listening(mut self, listening: oneshot::Sender<SocketAddr>) -> Self {
+        self.listening = Some(listening);
+        self
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -123,6 +149,9 @@ impl BoundServer {
         let mut incoming = self.listener.incoming();
         let graceful = GracefulShutdown::new();
         info!(addr = %self.addr, "REST server listening (HTTPS: HTTP/1.1 and HTTP/2)");
+        if let Some(listening) = self.listening {
+            let _ = listening.send(self.addr);
+        }
         tokio::pin!(shutdown);
         loop {
             let tls = tokio::select! {

@@ -272,6 +272,7 @@ pub async fn burst(channel: &Channel, options: CallOptions, args: &BurstArgs) ->
         entry.0 += 1;
         entry.1 = entry.1.take().or(details);
     }
+    // ... then the tally is printed, one line per status code.
     // ANCHOR_END: burst
 
     println!(

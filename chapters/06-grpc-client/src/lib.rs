@@ -19,7 +19,7 @@ pub mod cli;
 pub mod report;
 pub mod rest;
 
-use std::process::ExitCode;
+use program::Exit;
 
 pub use channel::{Target, endpoint};
 pub use cli::{Args, Command, RestArgs};
@@ -31,21 +31,15 @@ pub const EXIT_FAILED: u8 = 1;
 /// certificate files); clap uses the same for a bad command line.
 pub const EXIT_SETUP: u8 = 2;
 
-// ANCHOR: run
-/// Runs one `grpc-client` command line on one channel.
-pub async fn run(args: Args) -> ExitCode {
+/// Runs one `grpc-client` command line on one channel. A failed call is an
+/// [`Exit`] with [`EXIT_FAILED`] and the failure's report; a client that could
+/// not be set up, one with [`EXIT_SETUP`].
+pub async fn run(args: Args) -> anyhow::Result<()> {
     let target = Target::from_args(&args);
-    let endpoint = match endpoint(&target) {
-        Ok(endpoint) => endpoint,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::from(EXIT_SETUP);
-        }
-    };
-    let channel = match channel::channel(&endpoint, args.connect).await {
-        Ok(channel) => channel,
-        Err(failure) => return failed(&failure),
-    };
+    let endpoint = endpoint(&target).map_err(|e| Exit::error(EXIT_SETUP, e))?;
+    let channel = channel::channel(&endpoint, args.connect)
+        .await
+        .map_err(failed)?;
     let options = calls::CallOptions {
         deadline: args.deadline,
         raw_status: args.raw_status,
@@ -58,21 +52,18 @@ pub async fn run(args: Args) -> ExitCode {
         Command::Upload(upload) => calls::upload(&channel, options, upload).await,
         Command::Echo(echo) => calls::echo(&channel, options, echo).await,
         Command::Burst(burst) => {
+            // The burst prints its own tally, failures included.
             return if calls::burst(&channel, options, burst).await {
-                ExitCode::SUCCESS
+                Ok(())
             } else {
-                ExitCode::from(EXIT_FAILED)
+                Err(Exit::silent(EXIT_FAILED).into())
             };
         }
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => failed(&failure),
-    }
+    result.map_err(failed)?;
+    Ok(())
 }
-// ANCHOR_END: run
 
-fn failed(failure: &Failure) -> ExitCode {
-    eprintln!("{failure}");
-    ExitCode::from(EXIT_FAILED)
+fn failed(failure: Failure) -> Exit {
+    Exit::report(EXIT_FAILED, failure)
 }

@@ -7,5 +7,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    grpc_client::run(grpc_client::Args::parse()).await
+    program::exit_code(grpc_client::run(grpc_client::Args::parse()).await)
 }

@@ -3,11 +3,11 @@
 use std::{
     fmt,
     path::Path,
-    process::ExitCode,
     time::{Duration, Instant},
 };
 
 use anyhow::Context;
+use program::Exit;
 use proto::status;
 use reqwest::{StatusCode, Version};
 use serde::Deserialize;
@@ -156,7 +156,6 @@ impl fmt::Display for RestError {
                 problem: Some(problem),
                 ..
             } => {
-                // ANCHOR: problem_report
                 writeln!(f, "HTTP {status}, problem details:")?;
                 writeln!(f, "  type:   {}", problem.kind)?;
                 writeln!(f, "  title:  {}", problem.title)?;
@@ -180,22 +179,17 @@ impl fmt::Display for RestError {
                         "  as a gRPC code: none (not a type from the status table)"
                     ),
                 }
-                // ANCHOR_END: problem_report
             }
         }
     }
 }
 
-/// Runs the REST client example's command line.
-pub async fn run(args: RestArgs) -> ExitCode {
+/// Runs the REST client example's command line. Exit statuses as for
+/// `grpc-client`: [`EXIT_FAILED`] once a request failed (each one printed its
+/// own report), [`EXIT_SETUP`] when the client could not be built.
+pub async fn run(args: RestArgs) -> anyhow::Result<()> {
     let ca = args.ca.clone().unwrap_or_else(program::default_ca);
-    let client = match client(&ca, args.http1) {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::from(EXIT_SETUP);
-        }
-    };
+    let client = client(&ca, args.http1).map_err(|e| Exit::error(EXIT_SETUP, e))?;
     // Each request is a task; sequential unless --parallel, and all of them
     // share `client`, so its pool decides which connection each one uses.
     let mut requests = Vec::new();
@@ -219,7 +213,7 @@ pub async fn run(args: RestArgs) -> ExitCode {
         }
         let (n, outcome, elapsed) = request.await.expect("request task");
         if !print(&args, n, outcome, elapsed) {
-            return ExitCode::from(EXIT_FAILED);
+            return Err(Exit::silent(EXIT_FAILED).into());
         }
     }
     let mut ok = true;
@@ -228,9 +222,9 @@ pub async fn run(args: RestArgs) -> ExitCode {
         ok &= print(&args, n, outcome, elapsed);
     }
     if ok {
-        ExitCode::SUCCESS
+        Ok(())
     } else {
-        ExitCode::from(EXIT_FAILED)
+        Err(Exit::silent(EXIT_FAILED).into())
     }
 }
 

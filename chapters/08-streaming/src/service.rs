@@ -13,7 +13,6 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::stats::{Metered, StreamStats, TaskGuard, wire_bytes};
 
-// ANCHOR: limits
 /// Most ticks one Countdown may ask for.
 pub const MAX_COUNT: u32 = 1_000_000;
 /// Longest pause between two ticks.
@@ -26,7 +25,6 @@ pub const MAX_MESSAGE_BYTES: usize = MAX_PAYLOAD_BYTES as usize + 1024;
 /// enough to keep tonic busy; more would only hide the point where the
 /// producer has to wait.
 pub const REPLY_QUEUE: usize = 1;
-// ANCHOR_END: limits
 
 /// The service. Cloning it shares its counters.
 #[derive(Clone, Debug, Default)]
@@ -126,7 +124,6 @@ impl streamer_server::Streamer for Streamer {
     }
     // ANCHOR_END: upload
 
-    // ANCHOR: echo
     async fn echo(
         &self,
         request: Request<Streaming<Chunk>>,
@@ -143,7 +140,6 @@ impl streamer_server::Streamer for Streamer {
             timeout,
         )))
     }
-    // ANCHOR_END: echo
 }
 
 /// Refuses a Countdown that could not finish in reasonable time or memory.

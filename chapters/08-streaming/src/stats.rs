@@ -75,7 +75,6 @@ impl Drop for TaskGuard {
     }
 }
 
-// ANCHOR: meter
 /// Counts the messages and bytes passing one point, and, when it is used to
 /// send into a channel, how often and how long those sends had to wait.
 #[derive(Debug, Default)]
@@ -151,7 +150,6 @@ impl Meter {
         }
     }
 }
-// ANCHOR_END: meter
 
 struct ClearOnDrop<'a>(&'a Mutex<Waits>);
 

@@ -69,7 +69,6 @@ fn assert_flow_controlled(report: &Report) {
     assert_eq!(report.server_live_tasks, 0);
 }
 
-// ANCHOR: upload_test
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_holds_an_upload_to_its_window() {
     let config = config(Direction::Upload, SPEC_WINDOW + 1);
@@ -84,7 +83,6 @@ async fn a_slow_reader_holds_an_upload_to_its_window() {
     assert_eq!(server_chunks, last.sent.messages);
     assert_eq!(last.consumed, last.sent.bytes);
 }
-// ANCHOR_END: upload_test
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_holds_a_download_to_its_window_and_a_cancel_frees_the_producer() {

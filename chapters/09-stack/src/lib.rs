@@ -9,7 +9,6 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::Arc,
 };
 
@@ -18,7 +17,10 @@ use certs::{Pki, TlsArgs, pki::Outcome};
 use clap::Parser;
 use grpc_server::CallStats;
 use streaming::StreamStats;
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::{
+    sync::{oneshot, watch},
+    task::JoinHandle,
+};
 use tracing::{error, info};
 
 /// Starts the gRPC and REST greeters together, over TLS.
@@ -39,26 +41,29 @@ pub struct Args {
     /// Require client certificates signed by the CA on both servers (mutual TLS)
     #[arg(long, env = "MTLS")]
     pub mtls: bool,
+    /// Once both servers listen, write their addresses (gRPC, then REST, one
+    /// per line) to this file, atomically, for a script or harness that waits
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
 }
 
-/// `cargo run`'s entry point.
-pub fn main() -> ExitCode {
+/// `cargo run`'s entry point: parses the command line, serves until Ctrl-C or
+/// SIGTERM, and returns once both servers have drained.
+pub fn main() -> anyhow::Result<()> {
     program::init_tracing();
     let args = Args::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the Tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
-        let stack = Stack::start(&args).await?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the Tokio runtime")?;
+    runtime.block_on(async {
+        let mut stack = Stack::start(&args).await?;
         print_banner(&stack, &args);
+        let listening = std::mem::take(&mut stack.listening);
         let signal = program::shutdown_signal();
-        stack.run_until(signal).await
-    });
-    program::exit_code(result)
+        tokio::try_join!(
+            stack.run_until(signal),
+            program::ready_file::publish_when_listening(args.ready_file.as_deref(), listening),
+        )?;
+        Ok(())
+    })
 }
 
 /// Both servers, bound and serving.
@@ -72,6 +77,8 @@ pub struct Stack {
     stop: watch::Sender<bool>,
     grpc: JoinHandle<anyhow::Result<()>>,
     rest: JoinHandle<anyhow::Result<()>>,
+    /// Each server sends its address here once it listens (for `--ready-file`).
+    listening: Vec<oneshot::Receiver<SocketAddr>>,
 }
 
 impl Stack {
@@ -100,6 +107,11 @@ impl Stack {
         .await
         .context("REST server")?;
 
+        let (grpc_listening, grpc_ready) = oneshot::channel();
+        let (rest_listening, rest_ready) = oneshot::channel();
+        let grpc = grpc.notify_when_listening(grpc_listening);
+        let rest = rest.notify_when_listening(rest_listening);
+
         let (stop, stopped) = watch::channel(false);
         let when_stopped = move || {
             let mut stopped = stopped.clone();
@@ -116,6 +128,7 @@ impl Stack {
             grpc: tokio::spawn(grpc.serve(when_stopped())),
             rest: tokio::spawn(rest.serve(when_stopped())),
             stop,
+            listening: vec![grpc_ready, rest_ready],
         })
     }
     // ANCHOR_END: start

@@ -1,4 +1,4 @@
 //! `cargo run -p stack`: the same as `cargo run` at the workspace root.
 fn main() -> std::process::ExitCode {
-    stack::main()
+    program::exit_code(stack::main())
 }

@@ -31,6 +31,7 @@ fn args(certs_dir: &Path) -> Args {
         rest_addr: "127.0.0.1:0".parse().unwrap(),
         tls: TlsArgs::in_dir(certs_dir),
         mtls: false,
+        ready_file: None,
     }
 }
 
@@ -181,4 +182,43 @@ async fn silent_connections_on_both_ports_do_not_lock_out_new_clients() {
         .expect("a REST greeting waited behind the silent connections");
     assert_eq!(rest.status(), StatusCode::OK);
     drop(silent);
+}
+
+/// A child process killed when the test ends, passed or failed.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `stack --ready-file PATH`, as `cargo xtask observe` starts it: once both
+/// servers listen, the file names their addresses, gRPC first, and each
+/// answers at its address.
+#[tokio::test]
+async fn the_ready_file_names_both_servers_once_they_listen() {
+    let temp = tempfile::tempdir().unwrap();
+    let certs_dir = temp.path().join("certs");
+    let ready = temp.path().join("ready");
+    let mut stack = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_stack"))
+            .args(["--grpc-addr", "127.0.0.1:0", "--rest-addr", "127.0.0.1:0"])
+            .arg("--certs-dir")
+            .arg(&certs_dir)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let text =
+        program::ready_file::wait(&ready, PATIENCE, || Ok(stack.0.try_wait()?.is_none())).unwrap();
+    let addrs: Vec<SocketAddr> = text.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(addrs.len(), 2, "{text}");
+    let pki = Pki::new(&certs_dir);
+    assert_eq!(grpc_greeting(&pki, addrs[0]).await, "Hello, Ada!");
+    assert_eq!(rest_greeting(&pki, addrs[1]).await.status(), StatusCode::OK);
 }

@@ -8,17 +8,17 @@
 //! down with it and sends less, so it understates the tail an open-loop load
 //! (chapter 14) would see.
 
-use std::{
-    process::ExitCode,
-    sync::{
-        Arc,
-        atomic::{AtomicU32, Ordering},
-    },
+use std::sync::{
+    Arc,
+    atomic::{AtomicU32, Ordering},
 };
 
 use clap::{Parser, ValueEnum};
 
-use crate::latency::{Caller, Servers, Summary};
+use crate::{
+    latency::{Caller, Servers},
+    stats::Summary,
+};
 
 /// Measures p99 of a method under CONCURRENCY calls in flight (closed loop)
 /// and suggests a deadline of p99 x HEADROOM, rounded up.
@@ -126,11 +126,8 @@ pub async fn closed_loop(
     Ok(all)
 }
 
-pub async fn run(args: Args) -> ExitCode {
-    program::exit_code(run_inner(args).await)
-}
-
-async fn run_inner(args: Args) -> anyhow::Result<()> {
+/// The program: measure each method in turn and suggest its deadline.
+pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.headroom >= 1.0,
         "--headroom must be at least 1 (got {}): a deadline below p99 fails more than 1% of calls on purpose",

@@ -9,8 +9,11 @@
 //!   the fix (idempotent-only, backoff with jitter, a retry budget, one overall
 //!   deadline).
 //! - [`choose`]: measure a method's p99 under a concurrency and suggest a deadline.
+//! - [`stats`]: percentiles (exact by the nearest rank, or from an HDR
+//!   histogram), medians and spreads: this chapter's, and every later one's.
 
 pub mod choose;
 pub mod latency;
 pub mod propagation;
 pub mod retry;
+pub mod stats;

@@ -176,6 +176,10 @@ pub struct Args {
     pub ca: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub tls: certs::TlsArgs,
+    /// Once listening, write the address to this file (atomically), for a
+    /// script or harness that waits for it
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<std::path::PathBuf>,
 }
 
 /// Runs the frontend until `shutdown` resolves.
@@ -195,6 +199,9 @@ pub async fn run(args: &Args, shutdown: impl Future<Output = ()> + Send) -> anyh
         margin_ms = args.margin_ms,
         "frontend server listening (TLS)"
     );
+    if let Some(path) = &args.ready_file {
+        program::ready_file::publish(path, &format!("{}\n", listener.local_addr()?))?;
+    }
     let frontend = Frontend::new(backend, Duration::from_millis(args.margin_ms));
     serve(listener, frontend, shutdown).await
 }

@@ -41,7 +41,6 @@ pub enum Policy {
     Budgeted,
 }
 
-// ANCHOR: throttle
 /// gRPC's retry throttling (gRFC A6): a token bucket shared by every call to one
 /// server. Each failed attempt takes a token, each success gives back `ratio`
 /// of one; while the bucket holds no more than half of `max_tokens`, no call
@@ -95,7 +94,6 @@ impl RetryThrottle {
         self.tokens
     }
 }
-// ANCHOR_END: throttle
 
 /// The wait before retry `attempt` (1, 2, ...) with "full jitter": uniform in
 /// [0, min(cap, base * 2^(attempt-1))], given `random` uniform in [0, 1).
@@ -301,7 +299,6 @@ impl Drop for Gauge<'_> {
 struct SlowServer;
 
 impl SlowServer {
-    // ANCHOR: server
     async fn handle(shared: &Shared) {
         let c = &shared.counters;
         let config = &shared.config;
@@ -335,7 +332,6 @@ impl SlowServer {
         sleep(service).await;
         work.finish();
     }
-    // ANCHOR_END: server
 }
 
 struct Work<'a> {

@@ -1,35 +1,11 @@
-//! Behaviour of the latency tools: the statistics, the interleaving, the CSV,
-//! and that the resumed-TLS arm really resumes. No timing thresholds.
+//! Behaviour of the latency tools: the interleaving, the CSV, the suggested
+//! deadline, and that the resumed-TLS arm really resumes. No timing
+//! thresholds. The statistics have their tests in `perf::stats` itself.
 
 use perf::{
     choose::suggest_deadline_ms,
-    latency::{Arm, Caller, Http, Servers, Step, Summary, schedule, write_csv},
+    latency::{Arm, Caller, Http, Servers, Step, schedule, write_csv},
 };
-
-#[test]
-fn summary_uses_nearest_rank_percentiles() {
-    let samples: Vec<u64> = (1..=100).rev().collect();
-    let s = Summary::of(&samples).unwrap();
-    assert_eq!((s.n, s.p50, s.p95, s.p99, s.max), (100, 50, 95, 99, 100));
-    assert_eq!(s.mean, 50.5);
-
-    let s = Summary::of(&[7]).unwrap();
-    assert_eq!((s.p50, s.p99, s.max), (7, 7, 7));
-
-    // 200 samples: p99 is the 198th smallest, a sample that happened.
-    let samples: Vec<u64> = (1..=200).map(|v| v * 10).collect();
-    assert_eq!(Summary::of(&samples).unwrap().p99, 1980);
-    assert!(Summary::of(&[]).is_none());
-}
-
-#[test]
-fn one_outlier_moves_the_mean_and_max_not_the_median() {
-    let mut samples = vec![100u64; 99];
-    samples.push(10_000);
-    let s = Summary::of(&samples).unwrap();
-    assert_eq!((s.p50, s.p95, s.p99, s.max), (100, 100, 100, 10_000));
-    assert_eq!(s.mean, 199.0);
-}
 
 #[test]
 fn arms_are_interleaved_call_by_call_warmup_first() {

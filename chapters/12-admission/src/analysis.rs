@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+pub use perf::stats::{median, nearest_rank};
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One processed message, on the plan's clock.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,7 +20,7 @@ pub struct Message {
 }
 
 /// The windows of the analysis (the seed's, times the scale).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Windows {
     /// Healthy baseline: messages enqueued in [0, slow_from).
     pub slow_from: f64,
@@ -45,21 +46,6 @@ impl Windows {
     }
 }
 
-// ANCHOR: nearest_rank
-/// The nearest-rank percentile: the smallest value with at least `p`% of the
-/// values at or below it (rank `ceil(p/100 x n)`, counted from 1). No
-/// interpolation: the answer is always a value that was observed.
-pub fn nearest_rank(values: &[f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    Some(sorted[rank.min(sorted.len()) - 1])
-}
-// ANCHOR_END: nearest_rank
-
 /// Queue residences (ms) of messages enqueued in `[from, to)`.
 pub fn residences(messages: &[Message], from: f64, to: f64) -> Vec<f64> {
     messages
@@ -78,23 +64,8 @@ pub fn completion_rate(messages: &[Message], from: f64, to: f64) -> f64 {
     n as f64 / (to - from)
 }
 
-/// The median; the mean of the middle two for an even count.
-pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    Some(if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    })
-}
-
 /// How a run came back to health after the slowdown.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Recovery {
     /// p95 queue residence of messages enqueued in the healthy window.
     pub baseline_p95_ms: f64,
@@ -158,7 +129,7 @@ pub struct Run {
 }
 
 /// Percentiles of one cohort.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cohort {
     pub n: usize,
     pub p95_ms: Option<f64>,
@@ -176,7 +147,7 @@ impl Cohort {
 }
 
 /// One run's row of the per-run table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRow {
     pub block: usize,
     pub policy: String,
@@ -221,7 +192,7 @@ pub fn run_row(run: &Run, w: &Windows) -> RunRow {
 }
 
 /// A point estimate with its block-bootstrap 95% interval, in percent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub point: f64,
     pub low: f64,
@@ -276,7 +247,7 @@ pub fn bootstrap_reduction(
 // ANCHOR_END: bootstrap
 
 /// One policy over all its runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PolicySummary {
     pub policy: String,
     pub runs: usize,
@@ -303,7 +274,7 @@ pub struct PolicySummary {
 }
 
 /// Everything the report shows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Analysis {
     pub windows: Windows,
     pub blocks: usize,
@@ -426,22 +397,6 @@ mod tests {
     }
 
     #[test]
-    fn nearest_rank_picks_an_observed_value() {
-        let v: Vec<f64> = (1..=20).map(f64::from).collect();
-        // rank ceil(0.95 x 20) = 19 -> 19; ceil(0.99 x 20) = 20 -> 20.
-        assert_eq!(nearest_rank(&v, 95.0), Some(19.0));
-        assert_eq!(nearest_rank(&v, 99.0), Some(20.0));
-        assert_eq!(nearest_rank(&v, 50.0), Some(10.0));
-        // Order does not matter; one value is every percentile.
-        assert_eq!(nearest_rank(&[3.0, 1.0, 2.0], 95.0), Some(3.0));
-        assert_eq!(nearest_rank(&[7.0], 1.0), Some(7.0));
-        assert_eq!(nearest_rank(&[], 95.0), None);
-        // 101 values: rank ceil(95.95) = 96.
-        let v: Vec<f64> = (0..=100).map(f64::from).collect();
-        assert_eq!(nearest_rank(&v, 95.0), Some(95.0));
-    }
-
-    #[test]
     fn cohorts_are_chosen_by_enqueue_time() {
         let m = [
             msg(11.9, 5.0, 10.0),
@@ -454,13 +409,6 @@ mod tests {
         assert_eq!(residences(&m, 12.0, 36.0).len(), 3);
         let c = Cohort::of(&residences(&m, 12.0, 36.0));
         assert_eq!((c.n, c.p95_ms, c.p99_ms), (3, Some(700.0), Some(700.0)));
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
     }
 
     /// A run at 10 messages/s (one every 100 ms): residence 2 ms while

@@ -9,7 +9,7 @@ use std::{
 };
 
 use ingest::service::Ingestor;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the controller sees at the end of one interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -27,7 +27,7 @@ pub struct Tick {
 }
 
 /// Why a tick ended as it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// Too few completions to judge: budget held, streaks reset.
@@ -54,7 +54,7 @@ pub struct Decision {
 /// (`--scale`) multiplies every time in it, so the rule sees the same
 /// situation in proportion: as many completions per tick, the same delays
 /// relative to the service time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SeedRule {
     pub tick_ms: f64,
     pub min_completions: usize,
@@ -168,7 +168,7 @@ impl SeedController {
 /// `B = clamp(floor(target / estimate), 1, 32)`, on a shorter tick. The
 /// estimate is the larger of the newest interval's mean and an EWMA of it:
 /// it rises as soon as service slows and falls back only gradually.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TargetRule {
     pub tick_ms: f64,
     pub target_ms: f64,
@@ -257,41 +257,20 @@ impl Controller {
     }
 }
 
-/// One row of the controller's log: the tick's time since the plan's zero,
-/// what it saw, what it decided.
-#[derive(Debug, Clone, Serialize)]
+/// One row of `controller.csv`: the tick's time since the plan's zero, what
+/// the controller saw, what it decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogRow {
     pub at_ms: f64,
-    pub tick: Tick,
-    pub decision: Decision,
-}
-
-/// `at_ms,completions,mean_service_ms,queued,pending,budget_before,budget_after,reason,estimate_ms,delay_ms`
-pub fn log_csv(rows: &[LogRow]) -> String {
-    let mut out = String::from(
-        "at_ms,completions,mean_service_ms,queued,pending,budget_before,budget_after,reason,estimate_ms,delay_ms\n",
-    );
-    let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
-    for r in rows {
-        let reason = serde_json::to_value(r.decision.reason)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "{:.3},{},{:.3},{},{},{},{},{},{},{}\n",
-            r.at_ms,
-            r.tick.completions,
-            r.tick.mean_service_ms,
-            r.tick.queued,
-            r.tick.pending,
-            r.tick.budget,
-            r.decision.budget,
-            reason,
-            opt(r.decision.estimate_ms),
-            opt(r.decision.delay_ms),
-        ));
-    }
-    out
+    pub completions: usize,
+    pub mean_service_ms: f64,
+    pub queued: usize,
+    pub pending: usize,
+    pub budget_before: usize,
+    pub budget_after: usize,
+    pub reason: Reason,
+    pub estimate_ms: Option<f64>,
+    pub delay_ms: Option<f64>,
 }
 
 // ANCHOR: drive
@@ -349,8 +328,15 @@ pub async fn drive(
         }
         log.lock().expect("log lock").push(LogRow {
             at_ms: (tokio::time::Instant::now() - epoch).as_secs_f64() * 1e3,
-            tick,
-            decision,
+            completions: tick.completions,
+            mean_service_ms: tick.mean_service_ms,
+            queued: tick.queued,
+            pending: tick.pending,
+            budget_before: tick.budget,
+            budget_after: decision.budget,
+            reason: decision.reason,
+            estimate_ms: decision.estimate_ms,
+            delay_ms: decision.delay_ms,
         });
     }
 }

@@ -1,13 +1,14 @@
-//! The report: our figures beside the seed's, the
-//! per-run CSV, and the plots.
+//! The report's tables: our figures beside the seed's, and the per-run rows.
+//! Tables and figures only; what they mean is said in the chapter.
 
-use std::{fmt::Write as _, path::Path};
+use std::fmt::Write as _;
 
-use loadgen::plot::{Bar, BarPanel, Panel, Series, bars, panels};
+use serde::{Deserialize, Serialize};
 
 use crate::{
-    analysis::{Analysis, Interval, PolicySummary},
-    runner::{Contract, Trace},
+    analysis::{Analysis, Cohort, Interval, PolicySummary},
+    contract::Contract,
+    records::Attempt,
 };
 
 /// The seed's published figures for one policy (five blocks, scale 1).
@@ -95,7 +96,7 @@ fn recovery_cell(delay: Option<f64>, max: f64) -> String {
     delay.map_or(format!("> {max:.1} s, censored"), |d| format!("{d:.1} s"))
 }
 
-fn find<'a>(a: &'a Analysis, policy: &str) -> Option<&'a PolicySummary> {
+pub fn find<'a>(a: &'a Analysis, policy: &str) -> Option<&'a PolicySummary> {
     a.policies.iter().find(|p| p.policy == policy)
 }
 
@@ -120,7 +121,6 @@ pub fn headline(c: &Contract, a: &Analysis) -> String {
     out
 }
 
-// ANCHOR: acceptance
 /// The issue's acceptance checks, stated with the numbers that decide them.
 pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
     let mut lines = Vec::new();
@@ -168,151 +168,223 @@ pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
     }
     lines
 }
-// ANCHOR_END: acceptance
 
-pub fn markdown(c: &Contract, a: &Analysis, attempts: usize, invalid: usize) -> String {
+/// A Markdown table: a header row, then one row per entry.
+fn table(o: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
+    let _ = writeln!(o, "| {} |", header.join(" | "));
+    let align: Vec<&str> = header
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == 0 { "---" } else { "---:" })
+        .collect();
+    let _ = writeln!(o, "|{}|", align.join("|"));
+    for row in rows {
+        let _ = writeln!(o, "| {} |", row.join(" | "));
+    }
+    o.push('\n');
+}
+
+/// One cohort's queue residence per policy, ours beside the seed's: `pick`
+/// chooses the cohort (and the median of its per-run p95s), `seed` the
+/// seed's p95, p99 and message count for it.
+fn cohort_table(
+    o: &mut String,
+    a: &Analysis,
+    scale: f64,
+    pick: impl Fn(&PolicySummary) -> (&Cohort, Option<f64>),
+    seed: fn(&SeedFigures) -> (f64, f64, Option<usize>),
+) {
+    table(
+        o,
+        &[
+            "policy",
+            "pooled p95",
+            "seed",
+            "pooled p99",
+            "seed",
+            "messages",
+            "seed (5 blocks)",
+            "median of per-run p95",
+        ],
+        a.policies.iter().map(|p| {
+            let (cohort, median) = pick(p);
+            let seed = seed_at(&p.policy, scale).map(|f| seed(&f));
+            let seed_ms =
+                |v: Option<f64>| v.map_or("(not in the seed)".into(), |v| format!("{v:.1}"));
+            vec![
+                p.policy.clone(),
+                ms(cohort.p95_ms),
+                seed_ms(seed.map(|s| s.0)),
+                ms(cohort.p99_ms),
+                seed_ms(seed.map(|s| s.1)),
+                cohort.n.to_string(),
+                seed.and_then(|s| s.2).map_or("-".into(), |n| n.to_string()),
+                ms(median),
+            ]
+        }),
+    );
+}
+
+/// The report: tables only, each under a heading that says what it holds.
+pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     let s = c.scale;
-    let scale = s;
     let w = &a.windows;
+    let invalid = ledger.iter().filter(|l| !l.valid).count();
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "**Fixed or adaptive admission, replicated** (chapter 12)\n"
+    let _ = writeln!(o, "#### The run\n");
+    table(
+        &mut o,
+        &["", ""],
+        [
+            (
+                "blocks x policies",
+                format!("{} x {}", a.blocks, c.policies.len()),
+            ),
+            (
+                "runs",
+                format!(
+                    "{} valid of {} attempts ({invalid} excluded)",
+                    a.runs.len(),
+                    ledger.len()
+                ),
+            ),
+            ("time scale", s.to_string()),
+            (
+                "schedule",
+                format!(
+                    "{} slots at {}/s over {:.1} s",
+                    c.slots, c.rate_per_s, c.duration_s
+                ),
+            ),
+            ("service plan", format!("`{}`", c.plan)),
+            (
+                "K, streams, workers",
+                format!("{}, {}, {}", c.capacity, c.streams, c.workers),
+            ),
+            ("message bytes", c.message_bytes.to_string()),
+            (
+                "build, machine",
+                format!(
+                    "{}, {} ({} CPUs)",
+                    c.meta.build, c.meta.machine.cpu_model, c.meta.machine.cpus
+                ),
+            ),
+            ("transport", c.transport.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| vec![k.to_string(), v]),
     );
-    let _ = writeln!(
-        o,
-        "{} block(s) x {} policies, {} valid run(s) ({attempts} attempts, {invalid} excluded). \
-         Time scale {s}: {} slots at {}/s over {:.1} s, plan `{}`, K = {}, {} stream(s), {} worker(s), \
-         {} byte messages; {} build on {} ({} CPUs). Transport: {}.\n",
-        a.blocks,
-        c.policies.len(),
-        a.runs.len(),
-        c.slots,
-        c.rate_per_s,
-        c.duration_s,
-        c.plan,
-        c.capacity,
-        c.streams,
-        c.workers,
-        c.message_bytes,
-        c.meta.build,
-        c.meta.machine.cpu_model,
-        c.meta.machine.cpus,
-        c.transport
-    );
-    if s != 1.0 {
-        let _ = writeln!(
-            o,
-            "Time-scaled run: every time is {s} x the seed's and the send rate 1/{s} x; the seed's figures are shown scaled the same way (times x {s}, rates / {s}).\n"
-        );
-    }
     let _ = writeln!(o, "#### Checks\n");
-    for line in acceptance(c, a) {
-        let _ = writeln!(o, "- {line}");
-    }
+    table(
+        &mut o,
+        &["check"],
+        acceptance(c, a).into_iter().map(|line| vec![line]),
+    );
     let _ = writeln!(
         o,
-        "\n#### Queue residence, enqueued {:.1}-{:.1} s (slowdown and recovery), ms\n",
+        "#### Queue residence (ms), enqueued {:.1}-{:.1} s: slowdown and recovery\n",
         w.slow_from, w.end
     );
-    let _ = writeln!(
-        o,
-        "| policy | pooled p95 | seed | pooled p99 | seed | messages | seed (5 blocks) | median of per-run p95 |"
+    cohort_table(
+        &mut o,
+        a,
+        s,
+        |p| (&p.pooled, p.median_run_pooled_p95_ms),
+        |f| (f.pooled_p95, f.pooled_p99, Some(f.pooled_n)),
     );
-    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|");
-    for p in &a.policies {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            p.policy,
-            ms(p.pooled.p95_ms),
-            seed_ms(&p.policy, scale, |f| f.pooled_p95),
-            ms(p.pooled.p99_ms),
-            seed_ms(&p.policy, scale, |f| f.pooled_p99),
-            p.pooled.n,
-            seed_at(&p.policy, scale).map_or("-".into(), |f| f.pooled_n.to_string()),
-            ms(p.median_run_pooled_p95_ms),
-        );
-    }
     let _ = writeln!(
         o,
-        "\n#### Queue residence, enqueued {:.1}-{:.1} s (slowdown only), ms\n",
+        "#### Queue residence (ms), enqueued {:.1}-{:.1} s: slowdown only\n",
         w.slow_from, w.slow_to
     );
-    let _ = writeln!(
-        o,
-        "| policy | pooled p95 | seed | pooled p99 | seed | messages | median of per-run p95 |"
-    );
-    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
-    for p in &a.policies {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            p.policy,
-            ms(p.slowdown.p95_ms),
-            seed_ms(&p.policy, scale, |f| f.slowdown_p95),
-            ms(p.slowdown.p99_ms),
-            seed_ms(&p.policy, scale, |f| f.slowdown_p99),
-            p.slowdown.n,
-            ms(p.median_run_slowdown_p95_ms),
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\n#### Reductions of p95, with block-bootstrap 95% intervals\n"
+    cohort_table(
+        &mut o,
+        a,
+        s,
+        |p| (&p.slowdown, p.median_run_slowdown_p95_ms),
+        |f| (f.slowdown_p95, f.slowdown_p99, None),
     );
     let _ = writeln!(
         o,
-        "The seed: adaptive's pooled p95 87.52% [87.48, 87.56] below fixed-32's, 50.15% below fixed-8's. Negative: higher.\n"
+        "#### Reductions of p95 (%), with block-bootstrap 95% intervals (negative: higher)\n"
     );
-    let _ = writeln!(
-        o,
-        "| policy | pooled vs fixed-32 | pooled vs fixed-8 | slowdown vs fixed-32 | slowdown vs fixed-8 |"
+    let mut rows: Vec<Vec<String>> = a
+        .policies
+        .iter()
+        .map(|p| {
+            vec![
+                p.policy.clone(),
+                interval(p.pooled_vs_fixed32),
+                interval(p.pooled_vs_fixed8),
+                interval(p.slowdown_vs_fixed32),
+                interval(p.slowdown_vs_fixed8),
+            ]
+        })
+        .collect();
+    rows.push(
+        [
+            "adaptive, the seed",
+            "87.52% [87.48, 87.56]",
+            "50.15%",
+            "-",
+            "-",
+        ]
+        .map(String::from)
+        .to_vec(),
     );
-    let _ = writeln!(o, "|---|---:|---:|---:|---:|");
-    for p in &a.policies {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} |",
-            p.policy,
-            interval(p.pooled_vs_fixed32),
-            interval(p.pooled_vs_fixed8),
-            interval(p.slowdown_vs_fixed32),
-            interval(p.slowdown_vs_fixed8)
-        );
-    }
-    let _ = writeln!(o, "\n#### Where the waiting went\n");
-    let _ = writeln!(
-        o,
-        "| policy | median skipped slots | seed | longest send per run (ms) | seed | completions/s (median) | seed | vs fixed-32 | idle with backlog |"
+    table(
+        &mut o,
+        &[
+            "policy",
+            "pooled vs fixed-32",
+            "pooled vs fixed-8",
+            "slowdown vs fixed-32",
+            "slowdown vs fixed-8",
+        ],
+        rows,
     );
-    let _ = writeln!(o, "|---|---:|---:|---|---:|---:|---:|---:|---:|");
-    for p in &a.policies {
-        let f = seed_at(&p.policy, scale);
-        let sends: Vec<String> = p
-            .longest_send_ms
-            .iter()
-            .map(|v| format!("{v:.0}"))
-            .collect();
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3}% |",
-            p.policy,
-            p.median_skipped.map_or("-".into(), |v| format!("{v:.0}")),
-            f.map_or("-".into(), |f| format!("{:.0}", f.median_skipped)),
-            sends.join(", "),
-            f.map_or("-", |f| f.longest_send),
-            p.median_completions_per_s
-                .map_or("-".into(), |v| format!("{v:.3}")),
-            f.map_or("-".into(), |f| format!("{:.3}", f.completions_per_s)),
-            p.throughput_vs_fixed32
-                .map_or("-".into(), |v| format!("{:.2}%", 100.0 * v)),
-            100.0 * p.mean_idle_with_backlog_fraction,
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\nThe seed's adaptive reached 98.799% of fixed-32's throughput.\n"
+    let _ = writeln!(o, "#### Where the waiting went\n");
+    table(
+        &mut o,
+        &[
+            "policy",
+            "median skipped slots",
+            "seed",
+            "longest send per run (ms)",
+            "seed",
+            "completions/s (median)",
+            "seed",
+            "vs fixed-32",
+            "seed",
+            "idle with backlog",
+        ],
+        a.policies.iter().map(|p| {
+            let f = seed_at(&p.policy, s);
+            let sends: Vec<String> = p
+                .longest_send_ms
+                .iter()
+                .map(|v| format!("{v:.0}"))
+                .collect();
+            vec![
+                p.policy.clone(),
+                p.median_skipped.map_or("-".into(), |v| format!("{v:.0}")),
+                f.map_or("-".into(), |f| format!("{:.0}", f.median_skipped)),
+                sends.join(", "),
+                f.map_or("-".into(), |f| f.longest_send.to_string()),
+                p.median_completions_per_s
+                    .map_or("-".into(), |v| format!("{v:.3}")),
+                f.map_or("-".into(), |f| format!("{:.3}", f.completions_per_s)),
+                p.throughput_vs_fixed32
+                    .map_or("-".into(), |v| format!("{:.2}%", 100.0 * v)),
+                if p.policy == "adaptive" {
+                    "98.80%"
+                } else {
+                    "-"
+                }
+                .to_string(),
+                format!("{:.3}%", 100.0 * p.mean_idle_with_backlog_fraction),
+            ]
+        }),
     );
     let max = w.end - w.slow_to;
     let _ = writeln!(
@@ -320,180 +392,140 @@ pub fn markdown(c: &Contract, a: &Analysis, attempts: usize, invalid: usize) -> 
         "#### Recovery after {:.1} s (window included; censored: none qualified by {:.1} s)\n",
         w.slow_to, w.end
     );
-    let _ = write!(o, "| block |");
-    for p in &a.policies {
-        let _ = write!(o, " {} |", p.policy);
-    }
-    let _ = writeln!(o, "\n|---|{}", "---:|".repeat(a.policies.len()));
-    for b in 1..=a.blocks {
-        let _ = write!(o, "| {b} |");
-        for p in &a.policies {
-            let cell = a
-                .runs
-                .iter()
-                .find(|r| r.block == b && r.policy == p.policy)
-                .map_or("-".into(), |r| recovery_cell(r.recovery.delay_s, max));
-            let _ = write!(o, " {cell} |");
-        }
-        o.push('\n');
-    }
-    let _ = write!(o, "| recovered |");
-    for p in &a.policies {
+    let mut header = vec!["block"];
+    header.extend(a.policies.iter().map(|p| p.policy.as_str()));
+    let mut rows: Vec<Vec<String>> = (1..=a.blocks)
+        .map(|b| {
+            let mut row = vec![b.to_string()];
+            row.extend(a.policies.iter().map(|p| {
+                a.runs
+                    .iter()
+                    .find(|r| r.block == b && r.policy == p.policy)
+                    .map_or("-".into(), |r| recovery_cell(r.recovery.delay_s, max))
+            }));
+            row
+        })
+        .collect();
+    let mut recovered = vec!["recovered".to_string()];
+    recovered.extend(a.policies.iter().map(|p| {
         let seed =
-            seed_at(&p.policy, scale).map_or(String::new(), |f| format!(" (seed {})", f.recovered));
-        let _ = write!(o, " {}/{}{seed} |", p.recovered, p.runs);
-    }
-    let _ = writeln!(o, "\n\n#### Budget trajectories\n");
-    for r in a.runs.iter().filter(|r| r.budget_changes > 0) {
-        let _ = writeln!(
-            o,
-            "- block {} {}: {} changes, lowest B {}, final B {}; from the slowdown on: {}",
-            r.block,
-            r.policy,
-            r.budget_changes,
-            r.min_budget,
-            r.final_budget,
-            r.trajectory
-                .iter()
-                .filter(|(t, _)| *t >= w.slow_from - 0.01)
-                .take(6)
-                .map(|(t, b)| format!("B={b} at {t:.1} s"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\n(Each run's changes, with times, are in runs/*/budget.csv; the controller's ticks in runs/*/controller.csv.)\n"
+            seed_at(&p.policy, s).map_or(String::new(), |f| format!(" (seed {})", f.recovered));
+        format!("{}/{}{seed}", p.recovered, p.runs)
+    }));
+    rows.push(recovered);
+    table(&mut o, &header, rows);
+    let _ = writeln!(o, "#### Budget trajectories, from the slowdown on\n");
+    table(
+        &mut o,
+        &[
+            "block",
+            "policy",
+            "changes",
+            "lowest B",
+            "final B",
+            "first changes",
+        ],
+        a.runs.iter().filter(|r| r.budget_changes > 0).map(|r| {
+            vec![
+                r.block.to_string(),
+                r.policy.clone(),
+                r.budget_changes.to_string(),
+                r.min_budget.to_string(),
+                r.final_budget.to_string(),
+                r.trajectory
+                    .iter()
+                    .filter(|(t, _)| *t >= w.slow_from - 0.01)
+                    .take(6)
+                    .map(|(t, b)| format!("B={b} at {t:.1} s"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        }),
     );
     let _ = writeln!(o, "#### Every run\n");
-    let _ = writeln!(
-        o,
-        "| block | # | policy | pooled p95 | slowdown p95 | skipped | longest send | completions/s | recovery |"
-    );
-    let _ = writeln!(o, "|---:|---:|---|---:|---:|---:|---:|---:|---|");
-    for r in &a.runs {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {:.0} | {:.3} | {} |",
-            r.block,
-            r.position,
-            r.policy,
-            ms(r.pooled.p95_ms),
-            ms(r.slowdown.p95_ms),
-            r.skipped,
-            r.longest_send_ms,
-            r.completions_per_s,
-            recovery_cell(r.recovery.delay_s, max)
-        );
-    }
-    o
-}
-
-pub fn runs_csv(a: &Analysis) -> String {
-    let mut o = String::from(
-        "block,position,policy,pooled_n,pooled_p95_ms,pooled_p99_ms,slowdown_n,slowdown_p95_ms,slowdown_p99_ms,scheduled,skipped,longest_send_ms,completions_per_s,idle_with_backlog_fraction,baseline_p95_ms,baseline_rate,recovery_s,budget_changes,min_budget,final_budget,call_s\n",
-    );
-    let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
-    for r in &a.runs {
-        let _ = writeln!(
-            o,
-            "{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.6},{:.3},{:.3},{},{},{},{},{:.3}",
-            r.block,
-            r.position,
-            r.policy,
-            r.pooled.n,
-            opt(r.pooled.p95_ms),
-            opt(r.pooled.p99_ms),
-            r.slowdown.n,
-            opt(r.slowdown.p95_ms),
-            opt(r.slowdown.p99_ms),
-            r.scheduled,
-            r.skipped,
-            r.longest_send_ms,
-            r.completions_per_s,
-            r.idle_with_backlog_fraction,
-            r.recovery.baseline_p95_ms,
-            r.recovery.baseline_rate,
-            opt(r.recovery.delay_s),
-            r.budget_changes,
-            r.min_budget,
-            r.final_budget,
-            r.call_s
-        );
-    }
-    o
-}
-
-/// p95.svg (both cohorts on one axis), budget.svg (B and Q over time, first
-/// block), sends.svg (client send durations over time, first block).
-pub fn plots(out: &Path, _c: &Contract, a: &Analysis, traces: &[Trace]) -> anyhow::Result<()> {
-    let mut p95 = Vec::new();
-    for p in &a.policies {
-        let runs: Vec<_> = a.runs.iter().filter(|r| r.policy == p.policy).collect();
-        let range = |f: &dyn Fn(&crate::analysis::RunRow) -> Option<f64>| {
-            let v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
-            (
-                v.iter().copied().fold(f64::INFINITY, f64::min),
-                v.iter().copied().fold(0.0, f64::max),
-            )
-        };
-        let (lo, hi) = range(&|r| r.pooled.p95_ms);
-        p95.push(Bar {
-            label: format!("{} pool", p.policy),
-            value: p.pooled.p95_ms.unwrap_or(0.0),
-            low: lo.min(hi),
-            high: hi,
-        });
-        let (lo, hi) = range(&|r| r.slowdown.p95_ms);
-        p95.push(Bar {
-            label: format!("{} slow", p.policy),
-            value: p.slowdown.p95_ms.unwrap_or(0.0),
-            low: lo.min(hi),
-            high: hi,
-        });
-    }
-    bars(
-        &out.join("p95.svg"),
-        "Queue p95 on one axis: pool = enqueued 12-36 s, slow = 12-24 s only",
-        &[BarPanel {
-            y_label: "queue residence p95 (ms); whiskers: per-run min-max".into(),
-            bars: p95,
-        }],
-    )?;
-    let first = traces.iter().map(|t| t.block).min().unwrap_or(1);
-    let shown: Vec<&Trace> = traces.iter().filter(|t| t.block == first).collect();
-    let line = |f: &dyn Fn(&(f64, f64, f64)) -> f64| -> Vec<Series> {
-        shown
-            .iter()
-            .map(|t| Series::line(t.policy, t.timeline.iter().map(|p| (p.0, f(p))).collect()))
-            .collect()
-    };
-    panels(
-        &out.join("budget.svg"),
-        &format!("Budget B and queue depth Q over time (block {first})"),
-        "seconds since the plan's zero",
+    table(
+        &mut o,
         &[
-            Panel {
-                y_label: "budget B".into(),
-                series: line(&|p| p.1),
-            },
-            Panel {
-                y_label: "queued Q".into(),
-                series: line(&|p| p.2),
-            },
+            "block",
+            "#",
+            "policy",
+            "pooled p95",
+            "slowdown p95",
+            "skipped",
+            "longest send",
+            "completions/s",
+            "recovery",
         ],
-    )?;
-    panels(
-        &out.join("sends.svg"),
-        &format!("Client send durations (block {first}, stream 0)"),
-        "seconds since the call started (when the send was due)",
-        &shown
-            .iter()
-            .map(|t| Panel {
-                y_label: format!("{} send (ms)", t.policy),
-                series: vec![Series::dots(t.policy, t.sends.clone())],
-            })
-            .collect::<Vec<_>>(),
-    )
+        a.runs.iter().map(|r| {
+            vec![
+                r.block.to_string(),
+                r.position.to_string(),
+                r.policy.clone(),
+                ms(r.pooled.p95_ms),
+                ms(r.slowdown.p95_ms),
+                r.skipped.to_string(),
+                format!("{:.0}", r.longest_send_ms),
+                format!("{:.3}", r.completions_per_s),
+                recovery_cell(r.recovery.delay_s, max),
+            ]
+        }),
+    );
+    o.truncate(o.trim_end().len());
+    o.push('\n');
+    o
+}
+
+/// One row of `runs.csv`: a run's figures, flat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunCsv {
+    pub block: usize,
+    pub position: usize,
+    pub policy: String,
+    pub pooled_n: usize,
+    pub pooled_p95_ms: Option<f64>,
+    pub pooled_p99_ms: Option<f64>,
+    pub slowdown_n: usize,
+    pub slowdown_p95_ms: Option<f64>,
+    pub slowdown_p99_ms: Option<f64>,
+    pub scheduled: u64,
+    pub skipped: u64,
+    pub longest_send_ms: f64,
+    pub completions_per_s: f64,
+    pub idle_with_backlog_fraction: f64,
+    pub baseline_p95_ms: f64,
+    pub baseline_rate: f64,
+    pub recovery_s: Option<f64>,
+    pub budget_changes: usize,
+    pub min_budget: usize,
+    pub final_budget: usize,
+    pub call_s: f64,
+}
+
+pub fn run_rows(a: &Analysis) -> Vec<RunCsv> {
+    a.runs
+        .iter()
+        .map(|r| RunCsv {
+            block: r.block,
+            position: r.position,
+            policy: r.policy.clone(),
+            pooled_n: r.pooled.n,
+            pooled_p95_ms: r.pooled.p95_ms,
+            pooled_p99_ms: r.pooled.p99_ms,
+            slowdown_n: r.slowdown.n,
+            slowdown_p95_ms: r.slowdown.p95_ms,
+            slowdown_p99_ms: r.slowdown.p99_ms,
+            scheduled: r.scheduled,
+            skipped: r.skipped,
+            longest_send_ms: r.longest_send_ms,
+            completions_per_s: r.completions_per_s,
+            idle_with_backlog_fraction: r.idle_with_backlog_fraction,
+            baseline_p95_ms: r.recovery.baseline_p95_ms,
+            baseline_rate: r.recovery.baseline_rate,
+            recovery_s: r.recovery.delay_s,
+            budget_changes: r.budget_changes,
+            min_budget: r.min_budget,
+            final_budget: r.final_budget,
+            call_s: r.call_s,
+        })
+        .collect()
 }

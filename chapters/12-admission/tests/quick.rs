@@ -2,14 +2,14 @@
 //! scale (four runs of 3.6 s at 800 sends a second): every file is written and every count adds
 //! up. Nothing here asserts a timing.
 
-use std::process::Command;
+use std::{
+    path::Path,
+    process::{Command, Output},
+};
 
-#[test]
-fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("ch12");
-    let certs = dir.path().join("certs");
-    let output = Command::new(env!("CARGO_BIN_EXE_admission"))
+/// The tenth-scale quick run's flags, `extra`, and the folders to use.
+fn admission(extra: &[&str], out: &Path, certs: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_admission"))
         .args([
             "--quick",
             "--scale",
@@ -19,12 +19,21 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
             "--resamples",
             "50",
         ])
+        .args(extra)
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .arg("--certs-dir")
-        .arg(&certs)
+        .arg(certs)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ch12");
+    let certs = dir.path().join("certs");
+    let output = admission(&[], &out, &certs);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
@@ -100,22 +109,10 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("| fixed-32 |") && report.contains("Recovery"));
 
-    // Reanalysing the same folder reproduces the same per-run table.
+    // Rendering the same folder again reproduces the same per-run table.
     let again = Command::new(env!("CARGO_BIN_EXE_admission"))
-        .args([
-            "--quick",
-            "--scale",
-            "0.1",
-            "--message-bytes",
-            "1024",
-            "--resamples",
-            "50",
-            "--reanalyse",
-        ])
-        .arg("--out")
+        .arg("--render")
         .arg(&out)
-        .arg("--certs-dir")
-        .arg(&certs)
         .output()
         .unwrap();
     assert!(
@@ -126,23 +123,7 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     assert_eq!(std::fs::read_to_string(out.join("runs.csv")).unwrap(), runs);
 
     // Resuming a complete experiment keeps its ledger and runs nothing new.
-    let resumed = Command::new(env!("CARGO_BIN_EXE_admission"))
-        .args([
-            "--quick",
-            "--scale",
-            "0.1",
-            "--message-bytes",
-            "1024",
-            "--resamples",
-            "50",
-            "--resume",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--certs-dir")
-        .arg(&certs)
-        .output()
-        .unwrap();
+    let resumed = admission(&["--resume"], &out, &certs);
     let text = String::from_utf8_lossy(&resumed.stdout);
     assert!(resumed.status.success(), "{text}");
     assert!(
@@ -158,8 +139,7 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     );
     // A different contract is refused rather than mixed in.
     let other = Command::new(env!("CARGO_BIN_EXE_admission"))
-        .args(["--quick", "--scale", "0.2", "--resume"])
-        .arg("--out")
+        .args(["--quick", "--scale", "0.2", "--resume", "--out"])
         .arg(&out)
         .arg("--certs-dir")
         .arg(&certs)

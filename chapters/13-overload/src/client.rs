@@ -138,7 +138,6 @@ pub struct CallResult {
     pub stop: Option<Stop>,
 }
 
-// ANCHOR: call
 /// One call: attempts until one succeeds or the rules say stop. `attempt`
 /// makes one attempt with the time it is given (what is left of the deadline).
 pub async fn call<F, Fut>(
@@ -184,7 +183,6 @@ where
         }
     }
 }
-// ANCHOR_END: call
 
 /// Attempts per offered call: 1.0 means no call was retried.
 pub fn amplification(attempts: impl IntoIterator<Item = u32>) -> f64 {

@@ -1,18 +1,26 @@
 //! Chapter 13: wait, reject, retry or drop? What a server at capacity does
 //! with the calls it cannot serve yet, compared under sustained overload.
+//! It reads as config -> run -> records -> render:
 //!
-//! - [`server`]: a fixed pool of workers behind a queue; the rules that shed,
-//!   queue, order and drop calls ([`server::Core`], tested with an explicit
-//!   clock), run behind the Greeter's `SayHello` on a real tonic server.
+//! - [`core`]: the rules that shed, queue, order and drop calls, with the
+//!   clock passed in and tested without a runtime; [`server`] runs them in a
+//!   fixed pool of workers behind the Greeter's `SayHello` on a real tonic
+//!   server.
 //! - [`client`]: one overall deadline per call, and naive or budgeted retries
 //!   of RESOURCE_EXHAUSTED (the budget is chapter 10's `RetryThrottle`).
-//! - [`experiment`]: every policy at every offered load, open-loop, with
-//!   chapter 11's `loadgen`; goodput, latency, wasted work, amplification.
-//! - [`report`]: the run and its files (CSV, JSON, Markdown, SVG).
+//! - [`config`]: the policies, loads and rules of a run, checked.
+//! - [`run`]: every policy at every offered load, open-loop, with chapter
+//!   11's `loadgen`, each cell on a fresh server; [`records`] are its rows.
+//! - [`figures`]: goodput, latency, wasted work, amplification, from the rows.
+//! - [`render`]: the table and the charts.
 
 pub mod client;
-pub mod experiment;
-pub mod report;
+pub mod config;
+pub mod core;
+pub mod figures;
+pub mod records;
+pub mod render;
+pub mod run;
 pub mod server;
 
-pub use experiment::{Args, Config, Policy};
+pub use config::{Args, Config, Policy};

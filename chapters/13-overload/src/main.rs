@@ -3,14 +3,16 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use harness::{Start, experiment::Steps};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // The message and its causes, not a backtrace: bad settings are the usual
-    // reason, and the message names the flag.
+    let args = overload::Args::parse();
+    let steps = Steps {
+        run: overload::run::run,
+        render: overload::render::render,
+    };
     program::exit_code(
-        overload::report::run(overload::Args::parse())
-            .await
-            .map(drop),
+        harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await,
     )
 }

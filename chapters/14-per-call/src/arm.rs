@@ -3,7 +3,7 @@
 
 use std::{fmt, str::FromStr};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The Tokio runtime the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -28,7 +28,7 @@ pub enum Handler {
 
 // ANCHOR: arm
 /// `ct-inline`, `ct-spawn`, `mt2-inline`, `mt1-spawn`, ...
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arm {
     pub flavour: Flavour,
     pub handler: Handler,
@@ -93,6 +93,21 @@ impl FromStr for Arm {
             _ => return Err(usage()),
         };
         Ok(Arm { flavour, handler })
+    }
+}
+
+/// On disk an arm is its name, as on the command line.
+impl Serialize for Arm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Arm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Arm, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 

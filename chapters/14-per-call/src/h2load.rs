@@ -9,12 +9,11 @@
 use std::{net::SocketAddr, path::Path, process::Command};
 
 use anyhow::Context;
-use prost::Message;
 use proto::greeter::v1::HelloRequest;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What h2load reported, or why it did not run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrossCheck {
     pub ran: bool,
     pub calls_per_s: Option<f64>,
@@ -23,23 +22,18 @@ pub struct CrossCheck {
     pub note: String,
 }
 
-/// A gRPC request body: uncompressed flag, big-endian length, message.
+/// A gRPC request body for SayHello: one frame (chapter 2).
 pub fn grpc_body(name: &str) -> Vec<u8> {
-    let message = HelloRequest {
+    proto::grpc_frame(&HelloRequest {
         name: name.into(),
         delay_ms: 0,
-    }
-    .encode_to_vec();
-    let mut body = vec![0u8];
-    body.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    body.extend_from_slice(&message);
-    body
+    })
 }
 
 /// Runs `h2load` against `addr` for `calls` calls with `streams` in flight on
 /// one connection, if it is installed.
 pub fn cross_check(addr: SocketAddr, calls: u64, streams: usize, dir: &Path) -> CrossCheck {
-    if !crate::server::have("h2load") {
+    if !crate::placement::have("h2load") {
         return CrossCheck {
             ran: false,
             calls_per_s: None,
@@ -113,6 +107,7 @@ fn run(addr: SocketAddr, calls: u64, streams: usize, dir: &Path) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     #[test]
     fn the_body_is_one_grpc_frame() {

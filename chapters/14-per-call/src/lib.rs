@@ -4,16 +4,23 @@
 //! and as messages on long-lived bidirectional streams
 //! (`streaming.v1.Streamer/Echo`), by a server that runs in a runtime
 //! configuration of our choosing ([`arm`]) in a process of its own, pinned to
-//! one core ([`server`]). The load generator on the other core drives both
-//! shapes open-loop through a ramp of rates ([`load`], [`ramp`]), and
-//! [`experiment`] puts arms, repeats, files and plots together.
+//! one core ([`server`], [`placement`]). The load generator on the other core
+//! drives both shapes open-loop through a ramp of rates ([`load`], [`ramp`]).
+//! It reads as config -> run -> records -> render: [`config`], [`run`]
+//! (with [`h2load`] and [`syscalls`] as cross-checks), [`records`],
+//! [`summary`] and [`render`].
 
 pub mod arm;
-pub mod experiment;
+pub mod config;
 pub mod h2load;
 pub mod load;
+pub mod placement;
 pub mod ramp;
+pub mod records;
+pub mod render;
+pub mod run;
 pub mod server;
+pub mod summary;
 pub mod syscalls;
 
 pub use arm::{Arm, Flavour, Handler};

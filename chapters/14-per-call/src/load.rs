@@ -36,7 +36,6 @@ fn failed(code: impl Into<String>) -> SendError {
     }
 }
 
-// ANCHOR: unary_call
 /// One unary echo per slot.
 pub fn unary_call(
     client: &GreeterClient<Channel>,
@@ -59,7 +58,6 @@ pub fn unary_call(
         })
     }
 }
-// ANCHOR_END: unary_call
 
 /// One long-lived Echo stream: messages go in through `outbound`, and a
 /// reader task hands each echo to whoever is waiting for its `seq`.

@@ -3,16 +3,16 @@
 use std::{fmt, str::FromStr, time::Duration};
 
 use loadgen::{Outcome, SlotRecord, Summary};
-use serde::Serialize;
+pub use perf::stats::Spread;
+use serde::{Deserialize, Serialize};
 
 use crate::server::Snapshot;
 
-// ANCHOR: ramp
 /// `FROM:TO:STEPS`: STEPS rates from FROM to TO per second, each a constant
 /// factor above the one before (a geometric ramp spends as many steps at low
 /// load as near saturation, where the interesting things happen in
 /// proportion to the rate).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Ramp {
     pub from: f64,
     pub to: f64,
@@ -31,7 +31,6 @@ impl Ramp {
             .collect()
     }
 }
-// ANCHOR_END: ramp
 
 impl FromStr for Ramp {
     type Err = String;
@@ -64,7 +63,7 @@ impl fmt::Display for Ramp {
 }
 
 /// Unary calls, or messages on persistent streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
     Unary,
@@ -81,7 +80,7 @@ impl fmt::Display for Shape {
 }
 
 /// Server-side counts divided by the units (calls or messages) it answered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PerUnit {
     pub cpu_us: f64,
     pub busy_us: f64,
@@ -103,8 +102,8 @@ impl PerUnit {
     }
 }
 
-/// One step of one ramp.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One step of one ramp: a row of `steps.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepResult {
     pub arm: String,
     pub shape: Shape,
@@ -130,7 +129,13 @@ pub struct StepResult {
     pub server_cpu: f64,
     /// The generator's CPU time over the step's wall time.
     pub client_cpu: f64,
-    pub per_unit: PerUnit,
+    /// The server's cost per unit (a call or a message), flat so that the
+    /// step is one CSV row: see [`PerUnit`].
+    pub cpu_us_per_unit: f64,
+    pub busy_us_per_unit: f64,
+    pub ctx_switches_per_unit: f64,
+    pub parks_per_unit: f64,
+    pub spawned_per_unit: f64,
 }
 
 // ANCHOR: goodput
@@ -172,7 +177,33 @@ impl StepResult {
             late_p50_ms: s.lateness.p50_ms,
             server_cpu: 0.0,
             client_cpu: 0.0,
-            per_unit: PerUnit::default(),
+            cpu_us_per_unit: 0.0,
+            busy_us_per_unit: 0.0,
+            ctx_switches_per_unit: 0.0,
+            parks_per_unit: 0.0,
+            spawned_per_unit: 0.0,
+        }
+    }
+
+    /// The same step with the server's cost per unit filled in.
+    pub fn with_per_unit(self, p: PerUnit) -> StepResult {
+        StepResult {
+            cpu_us_per_unit: p.cpu_us,
+            busy_us_per_unit: p.busy_us,
+            ctx_switches_per_unit: p.context_switches,
+            parks_per_unit: p.parks,
+            spawned_per_unit: p.spawned,
+            ..self
+        }
+    }
+
+    pub fn per_unit(&self) -> PerUnit {
+        PerUnit {
+            cpu_us: self.cpu_us_per_unit,
+            busy_us: self.busy_us_per_unit,
+            context_switches: self.ctx_switches_per_unit,
+            parks: self.parks_per_unit,
+            spawned: self.spawned_per_unit,
         }
     }
 
@@ -184,7 +215,7 @@ impl StepResult {
 
 // ANCHOR: knee
 /// Why a step counts as the knee.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KneeReason {
     /// Answered less than 95% of the offered rate within the step.
@@ -216,61 +247,6 @@ pub fn knee(steps: &[StepResult]) -> Option<(usize, KneeReason)> {
 /// The highest goodput of any step.
 pub fn plateau(steps: &[StepResult]) -> f64 {
     steps.iter().map(|s| s.goodput).fold(0.0, f64::max)
-}
-
-/// Median, minimum and maximum of some repeats.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub n: usize,
-}
-
-impl Spread {
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Spread {
-        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return Spread::default();
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-            n,
-        }
-    }
-}
-
-impl fmt::Display for Spread {
-    /// `15200 (14800–15900, n=3)`; precision follows the size of the number.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.n == 0 {
-            return write!(f, "–");
-        }
-        let p = if self.median.abs() >= 100.0 {
-            0
-        } else if self.median.abs() >= 10.0 {
-            1
-        } else {
-            2
-        };
-        if self.n == 1 {
-            return write!(f, "{:.p$}", self.median);
-        }
-        write!(
-            f,
-            "{:.p$} ({:.p$}–{:.p$}, n={})",
-            self.median, self.min, self.max, self.n
-        )
-    }
 }
 
 #[cfg(test)]
@@ -356,17 +332,5 @@ mod tests {
             (s.scheduled, s.ok, s.failed, s.shed, s.deferred),
             (5, 3, 1, 1, 2)
         );
-    }
-
-    #[test]
-    fn spreads_have_a_median_and_a_range() {
-        let s = Spread::of([3.0, 1.0, 2.0, f64::NAN]);
-        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
-        assert_eq!(Spread::of([1.0, 2.0]).median, 1.5);
-        assert_eq!(
-            Spread::of([15234.4, 14800.0, 15900.0]).to_string(),
-            "15234 (14800–15900, n=3)"
-        );
-        assert_eq!(Spread::of([]).to_string(), "–");
     }
 }

@@ -1,25 +1,25 @@
 //! The server under test, and the process it runs in.
 //!
-//! [`serve_process`] is what the child process runs: it builds the arm's
+//! [`serve_process`] is what the child process runs (a [`ServeArm`] child of
+//! the experiment, through chapter 11's harness): it builds the arm's
 //! runtime, serves the echo on a free loopback port (plaintext HTTP/2: the
 //! price under study is the call machinery, not encryption, which chapter 10
-//! measured), prints one [`ServerInfo`] line, then answers every `stats` line
-//! on its stdin with a [`Snapshot`]. It exits when its stdin closes, so it
-//! never outlives the experiment. [`ServerProcess`] is the experiment's side.
+//! measured), says where it listens and what it really runs on
+//! ([`ServerInfo`]), then answers every [`Stats`] question with a
+//! [`Snapshot`]. It exits when its stdin closes, so it never outlives the
+//! experiment.
 
 use std::{
-    io::{BufRead, BufReader, Write},
     net::SocketAddr,
-    path::Path,
     pin::Pin,
-    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
 };
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+use harness::child::Role;
 use program::proc::{self, Pid};
 use proto::{
     greeter::v1::{HelloReply, HelloRequest, greeter_server},
@@ -68,7 +68,6 @@ impl Echo {
 }
 // ANCHOR_END: spawn_or_inline
 
-// ANCHOR: unary
 #[tonic::async_trait]
 impl greeter_server::Greeter for Echo {
     /// Echoes the name back: no validation, no timer, no logging, so that
@@ -83,7 +82,6 @@ impl greeter_server::Greeter for Echo {
         Ok(Response::new(reply))
     }
 }
-// ANCHOR_END: unary
 
 pub type Replies<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -193,9 +191,47 @@ fn snapshot(counts: &Counts, runtime: &tokio::runtime::Handle) -> Snapshot {
     }
 }
 
+/// The server's configuration, as the experiment hands it over: which arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeArm {
+    pub arm: Arm,
+}
+
+/// The one question the experiment asks a running server: its totals so far.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stats;
+
+impl Role for ServeArm {
+    const COMMAND: &'static [&'static str] = &["--serve-child"];
+    type Ready = ServerInfo;
+    type Ask = Stats;
+    type Answer = Snapshot;
+}
+
+/// This process's thread names, once the runtime's workers have named
+/// themselves (a thread takes its name as it starts; tokio starts them
+/// when the runtime is built, but they may not have run yet). Waits at most
+/// 5 s; a runtime that does not match is caught by the experiment's check.
+fn worker_threads_named(arm: Arm) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let names = proc::thread_names(Pid::This);
+        let named = names.iter().filter(|n| *n == WORKER_THREAD_NAME).count();
+        let expected = match arm.flavour {
+            crate::Flavour::CurrentThread => 0,
+            crate::Flavour::MultiThread(n) => n,
+        };
+        if named >= expected || std::time::Instant::now() > deadline {
+            return names;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 // ANCHOR: serve_process
-/// The server process: `per_call --serve ARM`. Blocks until stdin closes.
-pub fn serve_process(arm: Arm) -> anyhow::Result<()> {
+/// The server process: `per_call --serve-child`. Blocks until stdin closes.
+pub fn serve_process() -> anyhow::Result<()> {
+    let ServeArm { arm } = harness::child::config()?;
     let runtime = arm.runtime().context("cannot build the runtime")?;
     let counts = Arc::new(Counts::default());
     let echo = Echo {
@@ -213,22 +249,13 @@ pub fn serve_process(arm: Arm) -> anyhow::Result<()> {
         .add_service(greeter_server::GreeterServer::new(echo.clone()))
         .add_service(streamer_server::StreamerServer::new(echo))
         .serve_with_incoming(incoming);
-
-    // The control thread reads commands; it is not a runtime thread, and it
-    // is named so that thread counts can tell it apart.
+    // The harness's control thread answers the questions; it is not a
+    // runtime thread, and it is started before the threads are counted, so
+    // the count includes it.
     let handle = runtime.handle().clone();
-    std::thread::Builder::new()
-        .name("per-call-ctl".into())
-        .spawn(move || control(addr, arm, &counts, &handle))?;
-    // On a current-thread runtime, this thread is the runtime's only worker.
-    runtime.block_on(server)?;
-    Ok(())
-}
-// ANCHOR_END: serve_process
-
-fn control(addr: SocketAddr, arm: Arm, counts: &Counts, runtime: &tokio::runtime::Handle) {
-    let names = proc::thread_names(Pid::This);
-    let info = ServerInfo {
+    let link = harness::child::answer::<ServeArm>(move |Stats| snapshot(&counts, &handle))?;
+    let names = worker_threads_named(arm);
+    link.ready(&ServerInfo {
         addr,
         pid: std::process::id(),
         arm: arm.to_string(),
@@ -236,128 +263,9 @@ fn control(addr: SocketAddr, arm: Arm, counts: &Counts, runtime: &tokio::runtime
         named_worker_threads: names.iter().filter(|n| *n == WORKER_THREAD_NAME).count(),
         threads: names.len(),
         cpus_allowed: proc::cpus_allowed(),
-    };
-    let mut out = std::io::stdout().lock();
-    let say = |out: &mut std::io::StdoutLock, line: String| {
-        writeln!(out, "{line}").and_then(|_| out.flush()).is_ok()
-    };
-    if !say(
-        &mut out,
-        serde_json::to_string(&info).expect("serializable"),
-    ) {
-        std::process::exit(1);
-    }
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        let reply = match line.trim() {
-            "stats" => serde_json::to_string(&snapshot(counts, runtime)).expect("serializable"),
-            other => format!("{{\"error\":\"unknown command `{other}`\"}}"),
-        };
-        if !say(&mut out, reply) {
-            break;
-        }
-    }
-    // stdin closed: the experiment is over (or gone). Leave at once.
-    std::process::exit(0);
-}
-
-/// How the server process was placed.
-#[derive(Debug, Clone, Serialize)]
-pub struct Placement {
-    /// `taskset -c 0` was used for the server, and the experiment moved itself to CPU 1.
-    pub pinned: bool,
-    pub note: String,
-}
-
-/// Pins the calling process (call it before any other thread exists, so that
-/// every thread started later inherits it) to `cpu` with `taskset`.
-pub fn pin_self(cpu: usize) -> anyhow::Result<()> {
-    let status = Command::new("taskset")
-        .args(["-pc", &cpu.to_string(), &std::process::id().to_string()])
-        .stdout(Stdio::null())
-        .status()
-        .context("cannot run taskset")?;
-    if !status.success() {
-        bail!("taskset -pc {cpu} failed: {status}");
-    }
+    })?;
+    // On a current-thread runtime, this thread is the runtime's only worker.
+    runtime.block_on(server)?;
     Ok(())
 }
-
-/// Whether `taskset` can be found on PATH.
-pub fn have(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| Path::new(&dir).join(program).is_file())
-    })
-}
-
-/// The experiment's handle on a running server process.
-pub struct ServerProcess {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    pub info: ServerInfo,
-}
-
-impl ServerProcess {
-    /// Starts `exe --serve ARM`, on CPU `cpu` when given (with taskset).
-    pub fn start(exe: &Path, arm: Arm, cpu: Option<usize>) -> anyhow::Result<ServerProcess> {
-        ServerProcess::start_wrapped(exe, arm, cpu, &[])
-    }
-
-    /// Like [`ServerProcess::start`], under a wrapper such as `strace -c -f -o FILE`.
-    pub fn start_wrapped(
-        exe: &Path,
-        arm: Arm,
-        cpu: Option<usize>,
-        wrapper: &[String],
-    ) -> anyhow::Result<ServerProcess> {
-        let mut words: Vec<String> = Vec::new();
-        if let Some(cpu) = cpu {
-            words.extend(["taskset".into(), "-c".into(), cpu.to_string()]);
-        }
-        words.extend(wrapper.iter().cloned());
-        words.push(exe.display().to_string());
-        let mut command = Command::new(&words[0]);
-        command.args(&words[1..]);
-        command
-            .args(["--serve", &arm.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("cannot start {}", exe.display()))?;
-        let stdin = child.stdin.take().expect("piped");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
-        let info: ServerInfo = serde_json::from_str(&line).with_context(|| {
-            format!("the server process did not say where it listens (it said {line:?})")
-        })?;
-        Ok(ServerProcess {
-            child,
-            stdin,
-            stdout,
-            info,
-        })
-    }
-
-    pub fn snapshot(&mut self) -> anyhow::Result<Snapshot> {
-        writeln!(self.stdin, "stats")?;
-        self.stdin.flush()?;
-        let mut line = String::new();
-        self.stdout.read_line(&mut line)?;
-        serde_json::from_str(&line)
-            .with_context(|| format!("the server process sent {line:?} instead of its stats"))
-    }
-
-    /// Closes its stdin (it exits) and waits for it.
-    pub fn stop(self) -> anyhow::Result<()> {
-        let ServerProcess {
-            mut child, stdin, ..
-        } = self;
-        drop(stdin);
-        child.wait()?;
-        Ok(())
-    }
-}
+// ANCHOR_END: serve_process

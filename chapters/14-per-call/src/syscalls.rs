@@ -13,17 +13,17 @@ use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 use anyhow::Context;
 use loadgen::{Counters, Schedule, WhenFull, run_bounded};
 use proto::greeter::v1::greeter_client::GreeterClient;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     arm::Arm,
     load::{Streams, connect, unary_call},
     ramp::Shape,
-    server::ServerProcess,
+    run::{snapshot, start_server},
 };
 
 /// System calls per unit of one arm and shape.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyscallCount {
     pub arm: String,
     pub shape: Shape,
@@ -64,8 +64,8 @@ async fn one(
 ) -> anyhow::Result<Run> {
     let wrapper = ["strace", "-f", "-c", "-o"].map(String::from).to_vec();
     let wrapper = [wrapper, vec![file.display().to_string()]].concat();
-    let mut server = ServerProcess::start_wrapped(exe, arm, cpu, &wrapper)?;
-    let channel = connect(server.info.addr).await?;
+    let mut server = start_server(exe, arm, cpu, wrapper).await?;
+    let channel = connect(server.ready.addr).await?;
     let slots = Schedule::constant(rate, length).slots();
     let deadline = Duration::from_secs(5);
     let counters = Arc::new(Counters::default());
@@ -83,8 +83,8 @@ async fn one(
             .await;
         }
     }
-    let stats = server.snapshot()?;
-    server.stop()?;
+    let stats = snapshot(&mut server).await?;
+    server.stop().await?;
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("strace wrote no {}", file.display()))?;
     Ok(Run {

@@ -6,9 +6,8 @@ use std::{path::PathBuf, time::Duration};
 use per_call::{
     Arm,
     arm::WORKER_THREAD_NAME,
-    experiment::verify,
     load::{Streams, connect, unary_call},
-    server::ServerProcess,
+    run::{snapshot, start_server, verify},
 };
 use proto::greeter::v1::greeter_client::GreeterClient;
 
@@ -34,8 +33,8 @@ async fn every_arm_runs_the_threads_it_claims_and_echoes_both_ways() {
         ("mt3-inline", 3, 3),
     ] {
         let arm: Arm = text.parse().unwrap();
-        let mut server = ServerProcess::start(&exe(), arm, None).unwrap();
-        let info = server.info.clone();
+        let mut server = start_server(&exe(), arm, None, Vec::new()).await.unwrap();
+        let info = server.ready.clone();
         assert_eq!(info.arm, text);
         assert_eq!(info.workers, workers, "{text}: runtime metrics");
         // Counted again from outside, not taken on the server's word.
@@ -58,21 +57,23 @@ async fn every_arm_runs_the_threads_it_claims_and_echoes_both_ways() {
         for i in 0..30 {
             streams.call(slot(i)).await.unwrap();
         }
-        let stats = server.snapshot().unwrap();
+        let stats = snapshot(&mut server).await.unwrap();
         assert_eq!((stats.unary_calls, stats.messages), (10, 30), "{text}");
         let spawned = if text.ends_with("spawn") { 40 } else { 0 };
         assert_eq!(stats.spawned, spawned, "{text}");
         assert!(stats.cpu_ns > 0);
-        server.stop().unwrap();
+        server.stop().await.unwrap();
     }
 }
 
-#[test]
-fn a_server_that_is_not_what_the_arm_says_is_caught() {
-    let server = ServerProcess::start(&exe(), "ct-inline".parse().unwrap(), None).unwrap();
-    let error = verify(&server.info, "mt2-inline".parse().unwrap()).unwrap_err();
+#[tokio::test]
+async fn a_server_that_is_not_what_the_arm_says_is_caught() {
+    let server = start_server(&exe(), "ct-inline".parse().unwrap(), None, Vec::new())
+        .await
+        .unwrap();
+    let error = verify(&server.ready, "mt2-inline".parse().unwrap()).unwrap_err();
     assert!(error.to_string().contains("expected 2"), "{error}");
-    server.stop().unwrap();
+    server.stop().await.unwrap();
 }
 
 #[test]

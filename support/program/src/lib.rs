@@ -2,7 +2,7 @@
 //! is about. It sits outside the chapter sequence (`support/`), so that the
 //! crate graph of `chapters/` stays the book's prerequisite graph.
 //!
-//! - [`exit_code`]: how every program ends;
+//! - [`exit_code`] and [`Exit`]: how every program ends;
 //! - [`init_tracing`]: where logs go;
 //! - [`shutdown_signal`]: when a server starts to drain;
 //! - [`certs_dir`] and [`default_ca`]: where the development PKI lives;
@@ -14,20 +14,79 @@ pub mod duration;
 pub mod proc;
 pub mod ready_file;
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{fmt, path::PathBuf, process::ExitCode};
 
 /// Every program's last line: success exits 0; an error is printed once, with
 /// its chain of causes on one line (`error: cannot read certs/ca.pem: No such
-/// file or directory`), and exits 1.
+/// file or directory`), and exits 1. An [`Exit`] chooses its own status and
+/// words instead.
 pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(exit) => {
+                if !exit.message.is_empty() {
+                    eprintln!("{}", exit.message);
+                }
+                ExitCode::from(exit.status)
+            }
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+/// An error that ends its program with a status other than 1, or with words
+/// of its own. Most programs fail one way and return any error; a program that
+/// scripts call may tell its failures apart. The clients of chapter 6 exit 1
+/// when a call failed, after their own report of it, and 2 when they could not
+/// even be set up, the status clap uses for a bad command line.
+#[derive(Debug)]
+pub struct Exit {
+    pub status: u8,
+    /// What stderr gets, as it is; empty when the program has said it already.
+    pub message: String,
+}
+
+impl Exit {
+    /// Printed as any error is (`error: ` and its chain of causes), with `status`.
+    pub fn error(status: u8, error: anyhow::Error) -> Exit {
+        Exit {
+            status,
+            message: format!("error: {error:#}"),
+        }
+    }
+
+    /// Printed as it is, with `status`: a report in the program's own words.
+    pub fn report(status: u8, report: impl fmt::Display) -> Exit {
+        Exit {
+            status,
+            message: report.to_string(),
+        }
+    }
+
+    /// Nothing more to print: the program has already said what went wrong.
+    pub fn silent(status: u8) -> Exit {
+        Exit {
+            status,
+            message: String::new(),
         }
     }
 }
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            write!(f, "exit status {}", self.status)
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
+impl std::error::Error for Exit {}
 
 /// Logs to stderr, `info` and up unless `RUST_LOG` says otherwise. Stderr, so
 /// that a program's stdout carries only what it was asked to print.
@@ -81,4 +140,33 @@ pub fn certs_dir() -> PathBuf {
 /// The CA certificate that signed the development certificates (chapter 3).
 pub fn default_ca() -> PathBuf {
     certs_dir().join("ca.pem")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_chooses_its_status_and_words() {
+        assert_eq!(exit_code(Ok(())), ExitCode::SUCCESS);
+        assert_eq!(exit_code(Err(anyhow::anyhow!("no"))), ExitCode::FAILURE);
+        assert_eq!(exit_code(Err(Exit::silent(2).into())), ExitCode::from(2));
+
+        let setup = Exit::error(
+            2,
+            anyhow::anyhow!("missing file").context("cannot read ca.pem"),
+        );
+        assert_eq!(setup.message, "error: cannot read ca.pem: missing file");
+        assert_eq!(
+            Exit::report(1, "RPC failed: UNAVAILABLE").to_string(),
+            "RPC failed: UNAVAILABLE"
+        );
+        assert_eq!(Exit::silent(1).to_string(), "exit status 1");
+    }
+
+    #[test]
+    fn an_exit_is_found_under_added_context() {
+        let e = anyhow::Error::from(Exit::silent(2)).context("while calling");
+        assert_eq!(e.downcast_ref::<Exit>().map(|x| x.status), Some(2));
+    }
 }

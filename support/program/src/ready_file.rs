@@ -7,11 +7,13 @@
 //! that found its marker file created but still empty.)
 
 use std::{
+    net::SocketAddr,
     path::Path,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, bail};
+use tokio::sync::oneshot;
 
 /// Writes `contents` (say, the addresses the server listens on, one per line)
 /// to `path` atomically.
@@ -25,6 +27,25 @@ pub fn publish(path: &Path, contents: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", Path::new(&partial).display()))?;
     std::fs::rename(&partial, path)
         .with_context(|| format!("cannot rename the ready file into {}", path.display()))
+}
+
+/// Writes the ready file at `path` (if there is one) once every server of the
+/// program has sent the address it listens on, one address per line, in the
+/// order given. A server that ends before it listens drops its sender; then
+/// nothing is written, and the server's own error says what went wrong.
+pub async fn publish_when_listening(
+    path: Option<&Path>,
+    listening: impl IntoIterator<Item = oneshot::Receiver<SocketAddr>>,
+) -> anyhow::Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let mut contents = String::new();
+    for server in listening {
+        match server.await {
+            Ok(addr) => contents.push_str(&format!("{addr}\n")),
+            Err(_) => return Ok(()),
+        }
+    }
+    publish(path, &contents)
 }
 
 /// Waits up to `limit` for `path` to exist and returns its contents. `alive`
@@ -75,6 +96,31 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["ready"]);
+    }
+
+    #[tokio::test]
+    async fn published_once_every_server_listens_and_never_for_one_that_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ready");
+        let (grpc, grpc_listening) = oneshot::channel();
+        let (rest, rest_listening) = oneshot::channel();
+        grpc.send("127.0.0.1:50051".parse().unwrap()).unwrap();
+        rest.send("127.0.0.1:8443".parse().unwrap()).unwrap();
+        publish_when_listening(Some(&path), [grpc_listening, rest_listening])
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "127.0.0.1:50051\n127.0.0.1:8443\n"
+        );
+
+        let never = dir.path().join("never");
+        let (ended, ended_listening) = oneshot::channel::<SocketAddr>();
+        drop(ended);
+        publish_when_listening(Some(&never), [ended_listening])
+            .await
+            .unwrap();
+        assert!(!never.exists());
     }
 
     #[test]

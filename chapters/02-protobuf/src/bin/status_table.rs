@@ -4,30 +4,26 @@
 
 use std::{fs, process::ExitCode};
 
+use anyhow::Context;
 use clap::Parser;
 use proto::{cli::StatusTableArgs as Args, status};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    program::exit_code(status_table(Args::parse()))
+}
+
+fn status_table(args: Args) -> anyhow::Result<()> {
     let table = status::markdown_table();
     if args.stdout {
         print!("{table}");
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     let path = status::book_table_path();
-    let written = path
-        .parent()
+    path.parent()
         .map_or(Ok(()), fs::create_dir_all)
-        .and_then(|()| fs::write(&path, &table));
-    match written {
-        Ok(()) => {
-            let shown = path.canonicalize().unwrap_or(path);
-            println!("wrote {} ({} codes)", shown.display(), status::TABLE.len());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            ExitCode::FAILURE
-        }
-    }
+        .and_then(|()| fs::write(&path, &table))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let shown = path.canonicalize().unwrap_or(path);
+    println!("wrote {} ({} codes)", shown.display(), status::TABLE.len());
+    Ok(())
 }

@@ -16,7 +16,10 @@ struct JsonGreeting<'a> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    program::exit_code(wire_size(&Args::parse()))
+}
+
+fn wire_size(args: &Args) -> anyhow::Result<()> {
     let (protobuf, json) = encode(&args.name, args.delay_ms);
     println!(
         "HelloRequest {{ name: {:?}, delay_ms: {} }}",
@@ -40,17 +43,15 @@ fn main() -> ExitCode {
         }
     }
     if let Some(path) = &args.plot {
-        if let Err(e) = plot(path, args.delay_ms) {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+        plot(path, args.delay_ms)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         println!();
         println!(
             "plot of both sizes for names of 0 to {PLOT_MAX_NAME} characters: {}",
             path.display()
         );
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 // ANCHOR: encode

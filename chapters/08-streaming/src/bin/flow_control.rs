@@ -3,27 +3,27 @@
 
 use std::{fs, io::Write, process::ExitCode};
 
+use anyhow::Context;
 use clap::Parser;
+use program::Exit;
 use streaming::{
     cli::Args,
     flow::{self, Direction, Sample},
 };
 
+/// Flags that each parse but do not go together (a window below HTTP/2's
+/// minimum, say) are a bad command line: the status clap exits with for one.
+const EXIT_USAGE: u8 = 2;
+
 fn main() -> ExitCode {
     program::init_tracing();
-    let args = Args::parse();
+    program::exit_code(flow_control(Args::parse()))
+}
+
+fn flow_control(args: Args) -> anyhow::Result<()> {
     let config = args.config();
-    if let Err(e) = config.check() {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the Tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    config.check().map_err(|e| Exit::error(EXIT_USAGE, e))?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the Tokio runtime")?;
 
     let (sender, reader) = match config.direction {
         Direction::Upload => (
@@ -47,28 +47,16 @@ fn main() -> ExitCode {
 
     let mut csv = String::from(Sample::CSV_HEADER);
     csv.push('\n');
-    let result = runtime.block_on(flow::run(&config, |sample| {
+    let report = runtime.block_on(flow::run(&config, |sample| {
         println!("{}", sample.line());
         let _ = std::io::stdout().flush();
         csv.push_str(&sample.csv());
         csv.push('\n');
-    }));
-    let report = match result {
-        Ok(report) => report,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
+    }))?;
     println!("\n{}", report.summary());
     if let Some(path) = args.csv {
-        match fs::write(&path, csv) {
-            Ok(()) => println!("samples written to {}", path.display()),
-            Err(e) => {
-                eprintln!("error: cannot write {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        }
+        fs::write(&path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("samples written to {}", path.display());
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

@@ -9,5 +9,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    perf::choose::run(perf::choose::Args::parse()).await
+    program::exit_code(perf::choose::run(perf::choose::Args::parse()).await)
 }

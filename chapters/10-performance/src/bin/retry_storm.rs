@@ -1,23 +1,28 @@
 //! `cargo run -p perf --bin retry_storm -- --policy naive|budgeted`: open-loop
 //! callers against an in-process slow server, and what their retries do to it.
 
-use std::time::Duration;
+use std::{process::ExitCode, time::Duration};
 
+use anyhow::Context;
 use clap::Parser;
 use perf::retry::{Args, Snapshot, progress_line, run, summary};
 
-fn main() {
-    let args = Args::parse();
+fn main() -> ExitCode {
+    program::exit_code(retry_storm(&Args::parse()))
+}
+
+fn retry_storm(args: &Args) -> anyhow::Result<()> {
     let config = args.config();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(args.virtual_time)
         .build()
-        .expect("a tokio runtime");
+        .context("cannot start the Tokio runtime")?;
     let mut before = Snapshot::default();
     let last = runtime.block_on(run(config.clone(), Duration::from_secs(1), |now| {
         println!("{}", progress_line(now, &before));
         before = *now;
     }));
     println!("{}", summary(&config, &last));
+    Ok(())
 }

@@ -4,7 +4,8 @@
 //! puts them in a queue ([`service`]); workers serve them at a speed set by a
 //! [`plan`]. Whether the queue is unbounded or gated by [`admission`] is the
 //! whole difference chapter 11 measures; [`record`] keeps every message's
-//! timestamps and the queue's depth over time.
+//! timestamps and the queue's depth over time; [`server`] puts it on the
+//! network as its own process; [`compare`] is the experiment.
 
 pub mod admission;
 pub mod compare;
@@ -29,4 +30,7 @@ pub enum Command {
     Serve(server::ServeArgs),
     /// Chapter 11's experiment: unbounded vs reserve-before-receive, same load
     Compare(compare::CompareArgs),
+    /// The server, configured by the experiment that starts it (not for use by hand)
+    #[command(hide = true)]
+    ServeChild,
 }

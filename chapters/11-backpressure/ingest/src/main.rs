@@ -8,7 +8,11 @@ async fn main() -> ExitCode {
     let result = match Args::parse().command {
         Command::Serve(args) => {
             program::init_tracing();
-            ingest::server::serve(args, |_| {}).await
+            ingest::server::run(args).await
+        }
+        Command::ServeChild => {
+            program::init_tracing();
+            ingest::server::child().await
         }
         Command::Compare(args) => ingest::compare::compare(args).await,
     };

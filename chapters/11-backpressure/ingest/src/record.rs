@@ -1,41 +1,53 @@
-//! Everything the server does, on one monotonic clock, written as CSV when the
-//! server stops: one row per message, one row per timeline sample, one row per
-//! budget change, and the run's parameters and totals as JSON.
+//! Everything the server does, on one monotonic clock, written as typed CSV
+//! rows when the server stops (one per message in `messages.csv`, one per
+//! timeline sample in `timeline.csv`, one per budget change in `budget.csv`)
+//! and its parameters and totals in `server.json`. Chapters 11 and 12 read
+//! them back through the same types.
 
-use std::{
-    fmt::Write as _,
-    path::{Path, PathBuf},
-    sync::Mutex,
-    time::Duration,
-};
+use std::{sync::Mutex, time::Duration};
 
-use serde::Serialize;
+use harness::{RunMeta, records::ms};
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-/// One message's path through the server. Times are from the server's start.
-#[derive(Debug, Clone, PartialEq)]
+/// One message's path through the server: a row of `messages.csv`. Times
+/// are from the server's start. The two spans a reader wants most, queue
+/// residence and service, are stored with it, so nobody recomputes them
+/// differently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageRow {
     pub stream: u64,
     pub seq: u64,
     /// How long the handler waited for a reservation before asking for it.
+    #[serde(rename = "admission_wait_ms", with = "ms")]
     pub admission_wait: Duration,
+    #[serde(rename = "enqueued_ms", with = "ms")]
     pub enqueued: Duration,
+    #[serde(rename = "dequeued_ms", with = "ms")]
     pub dequeued: Duration,
-    /// Service starts as soon as the worker dequeues; it ends after `service`.
+    /// Service starts as soon as the worker dequeues.
+    #[serde(rename = "service_end_ms", with = "ms")]
     pub service_end: Duration,
+    /// Enqueue to dequeue: the time spent waiting in the queue.
+    #[serde(rename = "queue_ms", with = "ms")]
+    pub queue: Duration,
+    /// Dequeue to service end.
+    #[serde(rename = "service_ms", with = "ms")]
+    pub service: Duration,
     pub worker: usize,
 }
 
 impl MessageRow {
     /// Enqueue to dequeue: the time spent waiting in the queue.
     pub fn queue_residence(&self) -> Duration {
-        self.dequeued - self.enqueued
+        self.queue
     }
 }
 
-/// The server's state at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// The server's state at one instant: a row of `timeline.csv`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
+    #[serde(rename = "at_ms", with = "ms")]
     pub at: Duration,
     /// Messages in the queue.
     pub queued: usize,
@@ -98,86 +110,55 @@ impl Recorder {
     }
 }
 
-/// The files one server run leaves behind.
-pub struct RunFiles {
-    pub messages: PathBuf,
-    pub timeline: PathBuf,
-    pub budget: PathBuf,
-    pub run: PathBuf,
+/// A budget change: a row of `budget.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetRow {
+    #[serde(rename = "at_ms", with = "ms")]
+    pub at: Duration,
+    pub from: usize,
+    pub to: usize,
+    pub reason: String,
 }
 
-impl RunFiles {
-    pub fn in_dir(dir: &Path) -> RunFiles {
-        RunFiles {
-            messages: dir.join("messages.csv"),
-            timeline: dir.join("timeline.csv"),
-            budget: dir.join("budget.csv"),
-            run: dir.join("server.json"),
-        }
+impl BudgetRow {
+    pub fn of(changes: &[(Duration, crate::admission::BudgetChange)]) -> Vec<BudgetRow> {
+        changes
+            .iter()
+            .map(|(at, c)| BudgetRow {
+                at: *at,
+                from: c.from,
+                to: c.to,
+                reason: c.reason.clone(),
+            })
+            .collect()
     }
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1e3)
+/// `server.json`: the server's settings and totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerSummary {
+    pub meta: RunMeta,
+    /// The queue policy, as the server ran it (`Reserve { capacity: 32, budget: 8 }`).
+    pub policy: String,
+    pub plan: String,
+    pub workers: usize,
+    pub sample_every_ms: f64,
+    /// When the first call arrived (the plan's zero), ms after the server's
+    /// start; `None` if no call came.
+    pub epoch_ms: Option<f64>,
+    pub processed: usize,
+    pub max_queued: Option<usize>,
+    pub max_pending: Option<usize>,
+    pub rss_kib_first: Option<u64>,
+    pub rss_kib_max: Option<u64>,
+    pub idle_with_backlog_ms: f64,
 }
 
-/// `stream,seq,admission_wait_ms,enqueued_ms,dequeued_ms,service_end_ms,queue_ms,service_ms,worker`
-pub fn messages_csv(rows: &[MessageRow]) -> String {
-    let mut out = String::from(
-        "stream,seq,admission_wait_ms,enqueued_ms,dequeued_ms,service_end_ms,queue_ms,service_ms,worker\n",
-    );
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{}",
-            r.stream,
-            r.seq,
-            ms(r.admission_wait),
-            ms(r.enqueued),
-            ms(r.dequeued),
-            ms(r.service_end),
-            ms(r.queue_residence()),
-            ms(r.service_end - r.dequeued),
-            r.worker
-        );
-    }
-    out
-}
-
-/// `at_ms,queued,pending,budget,received,processed,rss_kib`
-pub fn timeline_csv(samples: &[Sample]) -> String {
-    let mut out = String::from("at_ms,queued,pending,budget,received,processed,rss_kib\n");
-    for s in samples {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{}",
-            ms(s.at),
-            s.queued,
-            s.pending,
-            s.budget,
-            s.received,
-            s.processed,
-            s.rss_kib
-        );
-    }
-    out
-}
-
-/// `at_ms,from,to,reason`
-pub fn budget_csv(changes: &[(Duration, crate::admission::BudgetChange)]) -> String {
-    let mut out = String::from("at_ms,from,to,reason\n");
-    for (at, c) in changes {
-        let _ = writeln!(
-            out,
-            "{},{},{},{}",
-            ms(*at),
-            c.from,
-            c.to,
-            c.reason.replace(',', ";")
-        );
-    }
-    out
-}
+/// The file names a server run leaves in its record folder.
+pub const MESSAGES: &str = "messages.csv";
+pub const TIMELINE: &str = "timeline.csv";
+pub const BUDGET: &str = "budget.csv";
+pub const SERVER: &str = "server.json";
 
 #[cfg(test)]
 mod tests {
@@ -193,9 +174,14 @@ mod tests {
             enqueued: ms(100),
             dequeued: ms(130),
             service_end: ms(170),
+            queue: ms(30),
+            service: ms(40),
             worker: 0,
         };
-        let text = messages_csv(&[row]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.csv");
+        harness::records::write_csv(&path, std::slice::from_ref(&row)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
         let mut lines = text.lines();
         assert_eq!(
             lines.next(),
@@ -217,7 +203,13 @@ mod tests {
             rss_kib: 2048,
         };
         assert_eq!(
-            timeline_csv(&[sample]).lines().nth(1),
+            harness::records::read_csv::<MessageRow>(&path).unwrap(),
+            [row]
+        );
+        let path = dir.path().join("timeline.csv");
+        harness::records::write_csv(&path, &[sample]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap().lines().nth(1),
             Some("50.000,3,4,8,10,6,2048")
         );
     }

@@ -1,26 +1,30 @@
-//! `cargo run -p ingest -- serve`: the ingest server as its own process, so its
-//! memory is its own and an experiment can start a fresh one for every run.
+//! `cargo run -p ingest -- serve`: the ingest server as its own process, so
+//! its memory is its own and an experiment can start a fresh one for every
+//! run. The command line ([`ServeArgs`]) becomes a checked [`ServeConfig`];
+//! a reader's `serve` and an experiment's child run the same [`serve`].
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use certs::TlsArgs;
-use loadgen::{
-    meta::RunMeta,
-    report::{write, write_json},
+use harness::{
+    RunMeta,
+    child::Role,
+    records::{write_csv, write_json},
 };
 use proto::ingest::v1::ingest_server::IngestServer;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     plan::ServicePlan,
-    record::{RunFiles, budget_csv, messages_csv, timeline_csv},
+    record::{BUDGET, BudgetRow, MESSAGES, SERVER, ServerSummary, TIMELINE},
     service::{IngestService, Ingestor, Policy},
 };
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:50071";
 
 /// Where pending messages wait.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PolicyName {
     /// Take every message the stream offers into an unbounded channel
     Unbounded,
@@ -59,14 +63,27 @@ pub struct ServeArgs {
     #[arg(long)]
     pub calls: Option<u64>,
     /// Once listening, write the address to this file (atomically: written
-    /// elsewhere, then renamed), for a harness that waits for it
+    /// elsewhere, then renamed), for a script that waits for it
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
 }
 
+/// A server's settings, checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    pub tls: TlsArgs,
+    pub policy: Policy,
+    pub plan: ServicePlan,
+    pub workers: usize,
+    pub sample_every: Duration,
+    pub record: PathBuf,
+    pub calls: Option<u64>,
+}
+
 impl ServeArgs {
-    pub fn policy(&self) -> anyhow::Result<Policy> {
-        Ok(match self.policy {
+    pub fn config(&self) -> anyhow::Result<ServeConfig> {
+        let policy = match self.policy {
             PolicyName::Unbounded => Policy::Unbounded,
             PolicyName::Reserve => {
                 let budget = self.budget.unwrap_or(self.capacity);
@@ -81,36 +98,94 @@ impl ServeArgs {
                     budget,
                 }
             }
+        };
+        Ok(ServeConfig {
+            addr: self.addr,
+            tls: self.tls.clone(),
+            policy,
+            plan: self.plan.clone(),
+            workers: self.workers,
+            sample_every: self.sample_every,
+            record: self.record.clone(),
+            calls: self.calls,
         })
     }
 }
 
-/// Serves until Ctrl-C (or `--calls` calls), then stops the workers and
-/// writes the records. `on_start` sees the ingestor before the first call (a
-/// controller can take its gate).
-pub async fn serve(args: ServeArgs, on_start: impl FnOnce(&Arc<Ingestor>)) -> anyhow::Result<()> {
-    let policy = args.policy()?;
+/// What a server started by an experiment says once it listens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Listening {
+    pub addr: SocketAddr,
+}
+
+/// The server as an experiment's child: `ingest serve-child`.
+impl Role for ServeConfig {
+    const COMMAND: &'static [&'static str] = &["serve-child"];
+    type Ready = Listening;
+    type Ask = ();
+    type Answer = ();
+}
+
+/// `ingest serve`: prints where it listens and writes the ready file.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.config()?;
+    let ready_file = args.ready_file.clone();
+    serve(
+        &config,
+        |_| {},
+        |addr| {
+            println!(
+                "ingest server listening on {addr}: {:?}, plan {}",
+                config.policy, config.plan
+            );
+            if let Some(path) = &ready_file {
+                program::ready_file::publish(path, &format!("{addr}\n"))?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    println!("records written to {}", config.record.display());
+    Ok(())
+}
+
+/// `ingest serve-child`: the same server, configured by its experiment.
+pub async fn child() -> anyhow::Result<()> {
+    let config: ServeConfig = harness::child::config()?;
+    serve(
+        &config,
+        |_| {},
+        |addr| harness::child::ready::<ServeConfig>(&Listening { addr }),
+    )
+    .await
+}
+
+/// Serves until Ctrl-C (or `calls` calls), then stops the workers and writes
+/// the records. `on_start` sees the ingestor before the first call (a
+/// controller can take its gate); `on_ready` is told the address once the
+/// server listens.
+pub async fn serve(
+    config: &ServeConfig,
+    on_start: impl FnOnce(&Arc<Ingestor>),
+    on_ready: impl FnOnce(SocketAddr) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let server = grpc_server::BoundServer::bind(&grpc_server::Args {
-        addr: args.addr,
-        tls: args.tls.clone(),
+        addr: config.addr,
+        tls: config.tls.clone(),
         mtls: false,
         concurrency_limit: None,
     })
     .await?;
-    let ingestor = Ingestor::start(policy, args.plan.clone(), args.workers, args.sample_every);
-    on_start(&ingestor);
-    let addr = server.local_addr();
-    println!(
-        "ingest server listening on {addr}: {policy:?}, plan {}",
-        args.plan
+    let ingestor = Ingestor::start(
+        config.policy,
+        config.plan.clone(),
+        config.workers,
+        config.sample_every,
     );
-    if let Some(path) = &args.ready_file {
-        let partial = path.with_extension("partial");
-        write(&partial, addr.to_string().as_bytes())?;
-        std::fs::rename(&partial, path)?;
-    }
+    on_start(&ingestor);
+    on_ready(server.local_addr())?;
     let mut calls_done = ingestor.calls_done.subscribe();
-    let calls = args.calls;
+    let calls = config.calls;
     let stop = async move {
         tokio::select! {
             _ = program::shutdown_signal() => {}
@@ -125,42 +200,37 @@ pub async fn serve(args: ServeArgs, on_start: impl FnOnce(&Arc<Ingestor>)) -> an
         .serve(stop)
         .await?;
     ingestor.stop().await;
-    let files = write_records(&ingestor, &args)?;
-    println!(
-        "records written to {}",
-        files.run.parent().unwrap_or(&args.record).display()
-    );
-    Ok(())
+    write_records(&ingestor, config)
 }
 
-fn write_records(ingestor: &Ingestor, args: &ServeArgs) -> anyhow::Result<RunFiles> {
+fn write_records(ingestor: &Ingestor, config: &ServeConfig) -> anyhow::Result<()> {
     let recorder = ingestor.recorder();
-    let files = RunFiles::in_dir(&args.record);
+    // The record folder may be an experiment's arm folder that holds the
+    // client's files too: the server writes into it and never empties it.
+    let file = |name: &str| config.record.join(name);
     let messages = recorder.messages();
     let samples = recorder.samples();
     let changes = ingestor.gate().map(|g| g.changes()).unwrap_or_default();
-    write(&files.messages, messages_csv(&messages).as_bytes())?;
-    write(&files.timeline, timeline_csv(&samples).as_bytes())?;
-    write(&files.budget, budget_csv(&changes).as_bytes())?;
-    let epoch_ms = ingestor
-        .epoch()
-        .map(|e| recorder.since_start(e).as_secs_f64() * 1e3);
+    write_csv(&file(MESSAGES), &messages)?;
+    write_csv(&file(TIMELINE), &samples)?;
+    write_csv(&file(BUDGET), &BudgetRow::of(&changes))?;
     write_json(
-        &files.run,
-        &json!({
-            "meta": RunMeta::now(),
-            "policy": format!("{:?}", args.policy()?),
-            "plan": args.plan.to_string(),
-            "workers": args.workers,
-            "sample_every_ms": args.sample_every.as_secs_f64() * 1e3,
-            "epoch_ms": epoch_ms,
-            "processed": messages.len(),
-            "max_queued": samples.iter().map(|s| s.queued).max(),
-            "max_pending": samples.iter().map(|s| s.pending).max(),
-            "rss_kib_first": samples.first().map(|s| s.rss_kib),
-            "rss_kib_max": samples.iter().map(|s| s.rss_kib).max(),
-            "idle_with_backlog_ms": recorder.idle_with_backlog_total().as_secs_f64() * 1e3,
-        }),
-    )?;
-    Ok(files)
+        &file(SERVER),
+        &ServerSummary {
+            meta: RunMeta::now(),
+            policy: format!("{:?}", config.policy),
+            plan: config.plan.to_string(),
+            workers: config.workers,
+            sample_every_ms: config.sample_every.as_secs_f64() * 1e3,
+            epoch_ms: ingestor
+                .epoch()
+                .map(|e| recorder.since_start(e).as_secs_f64() * 1e3),
+            processed: messages.len(),
+            max_queued: samples.iter().map(|s| s.queued).max(),
+            max_pending: samples.iter().map(|s| s.pending).max(),
+            rss_kib_first: samples.first().map(|s| s.rss_kib),
+            rss_kib_max: samples.iter().map(|s| s.rss_kib).max(),
+            idle_with_backlog_ms: recorder.idle_with_backlog_total().as_secs_f64() * 1e3,
+        },
+    )
 }

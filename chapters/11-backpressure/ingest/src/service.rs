@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// Where pending messages wait for the worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Policy {
     /// An unbounded channel: the handler takes every message the stream offers.
     Unbounded,
@@ -237,6 +237,8 @@ impl Ingestor {
                 enqueued: at(enqueued),
                 dequeued: at(dequeued),
                 service_end: at(free_since),
+                queue: dequeued - enqueued,
+                service: free_since - dequeued,
                 worker,
             });
             self.totals.processed.fetch_add(1, Ordering::Relaxed);
@@ -349,9 +351,9 @@ impl Ingestor {
                 (None, Queue::Bounded { .. }) => unreachable!("a bounded queue always reserves"),
             }
         }
+        // ... then wait until the worker has processed this call's messages,
         // ANCHOR_END: receive
-        // The summary reports what was processed, so wait for the worker to
-        // finish this call's messages (or to stop).
+        // since the summary reports what was processed (or stop if it stops).
         loop {
             let progress = state.progress.notified();
             tokio::pin!(progress);

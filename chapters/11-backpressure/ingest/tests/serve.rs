@@ -52,7 +52,7 @@ async fn one_call_leaves_messages_timeline_budget_and_metadata() {
         "--ready-file",
         ready.to_str().unwrap(),
     ]);
-    let server = tokio::spawn(ingest::server::serve(args, |_| {}));
+    let server = tokio::spawn(ingest::server::run(args));
 
     let mut addr = None;
     for _ in 0..300 {
@@ -99,8 +99,9 @@ async fn one_call_leaves_messages_timeline_budget_and_metadata() {
         header(&record.join("timeline.csv")),
         "at_ms,queued,pending,budget,received,processed,rss_kib"
     );
-    let timeline = ingest::compare::column(&record.join("timeline.csv"), "budget").unwrap();
-    assert!(!timeline.is_empty() && timeline.iter().all(|b| *b == 4.0));
+    let timeline: Vec<ingest::record::Sample> =
+        harness::records::read_csv(&record.join("timeline.csv")).unwrap();
+    assert!(!timeline.is_empty() && timeline.iter().all(|s| s.budget == 4));
     assert_eq!(header(&record.join("budget.csv")), "at_ms,from,to,reason");
 
     let json: serde_json::Value =

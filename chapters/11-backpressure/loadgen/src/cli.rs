@@ -9,12 +9,14 @@ use grpc_client::channel::{Target, endpoint};
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tonic::Code;
 
+use harness::Folder;
+use serde::{Deserialize, Serialize};
+
 use crate::{
     ingest::ingest,
-    meta::RunMeta,
     open_loop::{Counters, SendError, WhenFull, run_bounded},
-    report::{Summary, write_csv, write_json},
     schedule::{Schedule, Step},
+    summary::Summary,
 };
 
 /// Open-loop load: sends at scheduled times whatever the server does, and
@@ -29,7 +31,8 @@ pub struct Args {
     /// CA certificate that signed the server's [default: certs/ca.pem]
     #[arg(long, global = true)]
     pub ca: Option<PathBuf>,
-    /// Folder for the results (every send as CSV, the summary as JSON)
+    /// Folder for the results (every send as CSV, the summary as JSON); an
+    /// earlier run there is replaced
     #[arg(long, global = true, default_value = "target/experiments/loadgen")]
     pub out: PathBuf,
     /// One step of the schedule, RATE/s:DURATION; repeat for a ramp
@@ -72,9 +75,19 @@ pub enum Command {
     },
 }
 
+/// What `summary.json` holds: the whole run, each step, and how the call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub total: Summary,
+    pub steps: Vec<Summary>,
+    /// The Ingest call's reply (empty for hello).
+    pub server: String,
+}
+
 /// Runs the generator, printing a progress line every second, then the
 /// summary and the paths of the files written.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let folder = Folder::create(&args.out)?;
     let url = args.target.clone().unwrap_or_else(|| {
         match args.command {
             Command::Ingest { .. } => "https://localhost:50071",
@@ -172,14 +185,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if !extra.is_empty() {
         println!("{extra}");
     }
-    let csv = args.out.join("sends.csv");
-    let json = args.out.join("summary.json");
-    write_csv(&csv, &records)?;
-    write_json(
-        &json,
-        &serde_json::json!({ "meta": RunMeta::now(), "total": total, "steps": summary, "server": extra }),
+    folder.write_csv("sends.csv", &records)?;
+    folder.write_json(
+        "summary.json",
+        &RunSummary {
+            total,
+            steps: summary,
+            server: extra,
+        },
     )?;
-    println!("wrote {} and {}", csv.display(), json.display());
+    println!(
+        "wrote {} and {}",
+        folder.join("sends.csv").display(),
+        folder.join("summary.json").display()
+    );
     Ok(())
 }
 

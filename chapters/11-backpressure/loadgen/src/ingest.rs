@@ -9,10 +9,16 @@ use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
+use serde::{Deserialize, Serialize};
+
 use crate::{
     open_loop::{Counters, SendError, SlotRecord, run_skipping},
     schedule::Slot,
+    summary::Summary,
 };
+
+/// The file of every slot's record, one `SlotRecord` a row.
+pub const SENDS: &str = "sends.csv";
 
 /// What one `Ingest` call did: every slot's record, and how the call ended.
 #[derive(Debug)]
@@ -21,6 +27,35 @@ pub struct IngestRun {
     pub reply: Result<Reply, tonic::Status>,
     /// From opening the call to its reply (or failure).
     pub call_duration: Duration,
+}
+
+/// How one call went, as `client.json` keeps it beside the call's `sends.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The call ended OK, with the server's summary.
+    pub ok: bool,
+    /// `OK: received 1919, processed 1919`, or the status it failed with.
+    pub call: String,
+    pub call_s: f64,
+    pub summary: Summary,
+}
+
+impl IngestRun {
+    pub fn record(&self) -> CallRecord {
+        let (ok, call) = match &self.reply {
+            Ok(r) => (
+                true,
+                format!("OK: received {}, processed {}", r.received, r.processed),
+            ),
+            Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+        };
+        CallRecord {
+            ok,
+            call,
+            call_s: self.call_duration.as_secs_f64(),
+            summary: Summary::of(&self.records),
+        }
+    }
 }
 
 // ANCHOR: ingest

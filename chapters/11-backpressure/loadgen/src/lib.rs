@@ -3,18 +3,18 @@
 //! Sends are due at absolute times fixed before the run ([`schedule`]);
 //! [`open_loop`] keeps that schedule against a server that cannot keep up and
 //! records what became of every slot, including the ones it could not send;
-//! [`report`] turns records into percentiles and files; [`plot`] draws them.
+//! [`summary`] counts the records and turns their times into percentiles;
+//! [`ingest`] drives chapter 11's client-streaming call. The results folder,
+//! the record files and the plots are the experiment harness's ([`harness`]).
 
 pub mod cli;
 pub mod ingest;
-pub mod meta;
 pub mod open_loop;
-pub mod plot;
-pub mod report;
 pub mod schedule;
+pub mod summary;
 
 pub use open_loop::{
     Counters, Outcome, SendError, SlotRecord, WhenFull, run_bounded, run_skipping,
 };
-pub use report::{Percentiles, Summary};
 pub use schedule::{Schedule, Slot, Step};
+pub use summary::{Percentiles, Summary};

@@ -21,7 +21,8 @@ use std::{
     time::Duration,
 };
 
-use serde::Serialize;
+use harness::records::{ms, opt_ms};
+use serde::{Deserialize, Serialize};
 use tokio::{
     sync::Semaphore,
     task::JoinSet,
@@ -31,7 +32,7 @@ use tokio::{
 use crate::schedule::Slot;
 
 /// What became of one slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Sent, and the send (or call) succeeded.
@@ -48,13 +49,17 @@ pub enum Outcome {
     Unfinished,
 }
 
-/// One slot's story. Times are from the start of the run, on one monotonic clock.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One slot's story, and one row of `sends.csv`. Times are from the start of
+/// the run, on one monotonic clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SlotRecord {
     pub index: u64,
     pub step: usize,
+    #[serde(rename = "due_ms", with = "ms")]
     pub due: Duration,
+    #[serde(rename = "started_ms", with = "opt_ms")]
     pub started: Option<Duration>,
+    #[serde(rename = "ended_ms", with = "opt_ms")]
     pub ended: Option<Duration>,
     pub outcome: Outcome,
     /// Waited for a free place before it could start (bounded runs only).
@@ -202,7 +207,7 @@ fn record(slot: Slot, result: Result<(), SendError>) -> SlotRecord {
 }
 
 /// What a bounded run does with a slot that finds every place busy.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WhenFull {
     /// Wait for a free place; the wait counts in the call's latency
@@ -211,7 +216,6 @@ pub enum WhenFull {
     Shed,
 }
 
-// ANCHOR: bounded
 /// Independent calls at the scheduled times, at most `max_in_flight` at once.
 /// After the last slot, calls still running get `drain` to finish; the rest
 /// are cancelled and recorded as [`Outcome::Unfinished`], so a run always ends.
@@ -288,7 +292,6 @@ where
     records.sort_by_key(|r| r.index);
     records
 }
-// ANCHOR_END: bounded
 
 #[cfg(test)]
 mod tests {

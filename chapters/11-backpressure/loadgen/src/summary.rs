@@ -1,64 +1,15 @@
-//! From records to numbers: counts, percentiles, and the raw rows kept beside them.
+//! From slot records to numbers: every slot counted once, and percentiles.
 
-use std::{fmt, io::Write, path::Path, time::Duration};
+use std::fmt;
 
-use anyhow::Context;
-use hdrhistogram::Histogram;
-use serde::Serialize;
+pub use perf::stats::Percentiles;
+use serde::{Deserialize, Serialize};
 
 use crate::open_loop::{Outcome, SlotRecord};
 
-/// Percentiles of one set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Percentiles {
-    pub count: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-}
-
-impl Percentiles {
-    /// Recorded in microseconds with 3 significant digits: a percentile is
-    /// within 0.1% of the exact value, whatever the range.
-    pub fn of(durations: impl IntoIterator<Item = Duration>) -> Percentiles {
-        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-        let mut max = Duration::ZERO;
-        for d in durations {
-            h.record(d.as_micros().max(1) as u64)
-                .expect("auto-resizing histogram");
-            max = max.max(d);
-        }
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        let ms = |us: u64| us as f64 / 1e3;
-        Percentiles {
-            count: h.len(),
-            p50_ms: ms(h.value_at_quantile(0.50)),
-            p99_ms: ms(h.value_at_quantile(0.99)),
-            // The exact maximum, not its histogram bucket.
-            max_ms: max.as_secs_f64() * 1e3,
-        }
-    }
-}
-
-impl fmt::Display for Percentiles {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.count == 0 {
-            return write!(f, "none");
-        }
-        write!(
-            f,
-            "p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n={})",
-            self.p50_ms, self.p99_ms, self.max_ms, self.count
-        )
-    }
-}
-
-// ANCHOR: summary
 /// Every slot is counted once: `scheduled = ok + failed + skipped + shed +
 /// aborted + unfinished`. Nothing the schedule asked for disappears.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub scheduled: u64,
     pub ok: u64,
@@ -76,7 +27,6 @@ pub struct Summary {
     /// Every send, from due to start: the generator's own accuracy (and deferrals).
     pub lateness: Percentiles,
 }
-// ANCHOR_END: summary
 
 impl Summary {
     pub fn of<'a>(records: impl IntoIterator<Item = &'a SlotRecord>) -> Summary {
@@ -138,53 +88,10 @@ impl fmt::Display for Summary {
     }
 }
 
-/// The raw rows: one line per slot, times in milliseconds from the run's start
-/// (empty when the slot was never sent).
-pub fn write_csv(path: &Path, records: &[SlotRecord]) -> anyhow::Result<()> {
-    let mut out = Vec::new();
-    writeln!(
-        out,
-        "index,step,due_ms,started_ms,ended_ms,outcome,deferred,code"
-    )?;
-    let ms = |d: Option<Duration>| {
-        d.map(|d| format!("{:.3}", d.as_secs_f64() * 1e3))
-            .unwrap_or_default()
-    };
-    for r in records {
-        let outcome = serde_json::to_value(r.outcome)?;
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{}",
-            r.index,
-            r.step,
-            ms(Some(r.due)),
-            ms(r.started),
-            ms(r.ended),
-            outcome.as_str().unwrap_or_default(),
-            r.deferred,
-            r.code.as_deref().unwrap_or_default().replace(',', ";"),
-        )?;
-    }
-    write(path, &out)
-}
-
-/// Writes `value` as pretty JSON.
-pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
-    let mut text = serde_json::to_vec_pretty(value)?;
-    text.push(b'\n');
-    write(path, &text)
-}
-
-pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn rec(index: u64, outcome: Outcome, started: Option<u64>, ended: Option<u64>) -> SlotRecord {
         let ms = Duration::from_millis;
@@ -227,7 +134,7 @@ mod tests {
             rec(0, Outcome::Ok, Some(0), Some(5)),
             rec(1, Outcome::Failed, Some(10), Some(12)),
         ];
-        write_csv(&path, &records).unwrap();
+        harness::records::write_csv(&path, &records).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(

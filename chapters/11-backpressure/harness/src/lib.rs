@@ -1,0 +1,26 @@
+//! What every experiment of chapters 11-14 needs besides the thing it
+//! measures, written once (chapter 11) so that each later chapter keeps only
+//! its measurement. An experiment reads as `config -> run -> records -> render`:
+//!
+//! - [`experiment`]: the template. `Args` (the command line) become a checked
+//!   `Config` (`--quick` only changes defaults); the config is stored with the
+//!   run; `run` measures and writes typed records; `render` turns the records
+//!   on disk into tables and plots. `--render DIR` re-creates the report of a
+//!   finished run without running anything, byte for byte.
+//! - [`folder`]: the results folder and its `meta.json` (program, arguments,
+//!   build, machine, load average at the start).
+//! - [`records`]: typed rows to and from CSV, and typed JSON, through one
+//!   path: a reader never looks a column up by position or a field up by name.
+//! - [`child`]: a process the experiment starts from its own executable,
+//!   configured by a typed value and answering with a typed ready record, so
+//!   that every run gets fresh memory, connections and timers.
+//! - [`plot`]: SVG charts without fonts.
+
+pub mod child;
+pub mod experiment;
+pub mod folder;
+pub mod plot;
+pub mod records;
+
+pub use experiment::{Experiment, Start};
+pub use folder::{Folder, RunMeta};

@@ -1,0 +1,117 @@
+//! The files an experiment leaves, as types: the exclusions ledger, each
+//! run's client file, and [`load`], which reads one run's records back into
+//! what the analysis and the plots need. Chapter 11's server records
+//! (`messages.csv`, `timeline.csv`, `budget.csv`, `server.json`) are read
+//! through chapter 11's types.
+
+use harness::{Folder, RunMeta};
+use ingest::record::{
+    BUDGET, BudgetRow, MESSAGES, MessageRow, SERVER, Sample, ServerSummary, TIMELINE,
+};
+use loadgen::{SlotRecord, ingest::CallRecord};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    PolicyKind,
+    analysis::{Message, Run},
+};
+
+pub const LEDGER: &str = "ledger.csv";
+pub const CLIENT: &str = "client.json";
+pub const CONTROLLER: &str = "controller.csv";
+
+/// `sends-N.csv`: every slot of stream N.
+pub fn sends_file(stream: usize) -> String {
+    format!("sends-{stream}.csv")
+}
+
+/// One row of the exclusions ledger: every attempt, valid or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: usize,
+    pub block: usize,
+    /// Position within its block, from 1.
+    pub position: usize,
+    pub policy: PolicyKind,
+    /// Its folder, relative to the experiment's.
+    pub dir: String,
+    pub valid: bool,
+    pub reason: String,
+}
+
+/// `client.json`: each stream's call, and whether every one ended OK.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientFile {
+    pub meta: RunMeta,
+    pub all_ok: bool,
+    pub streams: Vec<CallRecord>,
+}
+
+/// What a run left for the plots besides the analysis.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub block: usize,
+    pub policy: PolicyKind,
+    /// (s, budget, queued) on the plan's clock
+    pub timeline: Vec<(f64, f64, f64)>,
+    /// (due s, send ms) of stream 0
+    pub sends: Vec<(f64, f64)>,
+}
+
+/// Reads one valid run's records back, on the plan's clock.
+pub fn load(run: &Folder, attempt: &Attempt, workers: usize) -> anyhow::Result<(Run, Trace)> {
+    let server: ServerSummary = run.read_json(SERVER)?;
+    let epoch_ms = server
+        .epoch_ms
+        .ok_or_else(|| anyhow::anyhow!("the server saw no call (no epoch)"))?;
+    let s = |d: std::time::Duration| d.as_secs_f64() - epoch_ms / 1e3;
+    let messages: Vec<MessageRow> = run.read_csv(MESSAGES)?;
+    anyhow::ensure!(!messages.is_empty(), "the server processed no message");
+    let client: ClientFile = run.read_json(CLIENT)?;
+    anyhow::ensure!(client.all_ok, "a call did not end OK");
+    let sends: Vec<SlotRecord> = run.read_csv(&sends_file(0))?;
+    let budget: Vec<BudgetRow> = run.read_csv(BUDGET)?;
+    let timeline: Vec<Sample> = run.read_csv(TIMELINE)?;
+    let run = Run {
+        block: attempt.block,
+        policy: attempt.policy.name().to_string(),
+        position: attempt.position,
+        messages: messages
+            .iter()
+            .map(|m| Message {
+                enqueued_s: s(m.enqueued),
+                queue_ms: m.queue_residence().as_secs_f64() * 1e3,
+                end_s: s(m.service_end),
+            })
+            .collect(),
+        scheduled: client.streams.iter().map(|c| c.summary.scheduled).sum(),
+        skipped: client.streams.iter().map(|c| c.summary.skipped).sum(),
+        longest_send_ms: client
+            .streams
+            .iter()
+            .map(|c| c.summary.send.max_ms)
+            .fold(0.0, f64::max),
+        idle_with_backlog_ms: server.idle_with_backlog_ms,
+        workers,
+        budget: budget.iter().map(|b| (s(b.at), b.to)).collect(),
+        start_budget: attempt.policy.start_budget(),
+        call_s: client.streams.iter().map(|c| c.call_s).fold(0.0, f64::max),
+    };
+    let trace = Trace {
+        block: attempt.block,
+        policy: attempt.policy,
+        timeline: timeline
+            .iter()
+            .map(|t| (s(t.at), t.budget as f64, t.queued as f64))
+            .filter(|p| p.0 >= 0.0)
+            .collect(),
+        sends: sends
+            .iter()
+            .filter_map(|r| {
+                let send = r.send_duration()?;
+                Some((r.due.as_secs_f64(), send.as_secs_f64() * 1e3))
+            })
+            .collect(),
+    };
+    Ok((run, trace))
+}

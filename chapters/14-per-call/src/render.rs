@@ -1,0 +1,377 @@
+//! From the records to the report: the per-arm summaries, `results.json`,
+//! `results.md` (tables only; the chapter says what they mean) and the plots.
+
+use std::fmt::Write as _;
+
+use harness::{
+    Folder,
+    plot::{Bar, BarPanel, Panel, Series, bars, panels},
+};
+use serde::Serialize;
+
+use crate::{
+    config::Config,
+    h2load::CrossCheck,
+    placement::Placement,
+    ramp::{Shape, Spread, StepResult},
+    records::{H2LOAD, PLACEMENT, RAMPS, RampRecord, STEPS, SYSCALLS, Syscalls},
+    summary::{ArmSummary, RampResult, SEED_RATIO, p99_curves, summarize},
+};
+
+/// `results.json`: the settings, and everything the tables are made of.
+#[derive(Debug, Serialize)]
+pub struct Results<'a> {
+    pub config: &'a Config,
+    pub placement: &'a Placement,
+    pub arms: &'a [ArmSummary],
+    pub h2load: &'a CrossCheck,
+    pub syscalls: &'a Syscalls,
+    pub ramps: &'a [RampResult],
+}
+
+pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
+    let placement: Placement = folder.read_json(PLACEMENT)?;
+    let records: Vec<RampRecord> = folder.read_json(RAMPS)?;
+    let steps: Vec<StepResult> = folder.read_csv(STEPS)?;
+    let check: CrossCheck = folder.read_json(H2LOAD)?;
+    let syscalls: Syscalls = folder.read_json(SYSCALLS)?;
+    let build = folder.meta()?.build;
+    let ramps = RampResult::assemble(&records, &steps);
+    let summaries: Vec<ArmSummary> = config
+        .arms
+        .iter()
+        .map(|arm| summarize(&arm.to_string(), &ramps))
+        .collect();
+    folder.write_json(
+        "results.json",
+        &Results {
+            config,
+            placement: &placement,
+            arms: &summaries,
+            h2load: &check,
+            syscalls: &syscalls,
+            ramps: &ramps,
+        },
+    )?;
+    let md = markdown(
+        config, &build, &placement, &summaries, &check, &syscalls, &ramps,
+    );
+    folder.write_text("results.md", &md)?;
+    plots(config, &summaries, &ramps, folder)?;
+    Ok(md)
+}
+
+/// A Markdown table.
+fn table(md: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
+    let _ = writeln!(md, "| {} |", header.join(" | "));
+    let _ = writeln!(md, "|{}|", vec!["---"; header.len()].join("|"));
+    for row in rows {
+        let _ = writeln!(md, "| {} |", row.join(" | "));
+    }
+    md.push('\n');
+}
+
+/// The tables the chapter shows.
+pub fn markdown(
+    config: &Config,
+    build: &str,
+    placement: &Placement,
+    summaries: &[ArmSummary],
+    check: &CrossCheck,
+    syscalls: &Syscalls,
+    ramps: &[RampResult],
+) -> String {
+    let mut md = String::new();
+    let load = Spread::of(ramps.iter().map(|r| r.loadavg_1m));
+    table(
+        &mut md,
+        &["run", ""],
+        [
+            ("placement", placement.note.clone()),
+            (
+                "steps",
+                format!(
+                    "{} s, {} repeat(s) interleaved",
+                    config.step.as_secs_f64(),
+                    config.repeats
+                ),
+            ),
+            ("streams", config.streams.to_string()),
+            (
+                "in flight at most",
+                format!(
+                    "{} ({:?} when full)",
+                    config.max_in_flight, config.when_full
+                ),
+            ),
+            ("deadline", format!("{} s", config.deadline.as_secs_f64())),
+            ("build", build.to_string()),
+            (
+                "1-minute load average at each ramp's start",
+                format!(
+                    "median {:.2}, {:.2} to {:.2}",
+                    load.median, load.min, load.max
+                ),
+            ),
+            (
+                "h2load cross-check",
+                match check.calls_per_s {
+                    Some(r) => format!(
+                        "{r:.0} unary calls/s against {} ({})",
+                        config.arms[0], check.note
+                    ),
+                    None => check.note.clone(),
+                },
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| vec![k.to_string(), v]),
+    );
+    let _ = writeln!(md, "### Capacity\n");
+    let mut rows: Vec<Vec<String>> = summaries
+        .iter()
+        .map(|s| {
+            vec![
+                s.arm.clone(),
+                s.unary_plateau.to_string(),
+                s.unary_knee.to_string(),
+                s.stream_plateau.to_string(),
+                s.stream_knee.to_string(),
+                s.ratio.to_string(),
+            ]
+        })
+        .collect();
+    rows.push(
+        [
+            "the seed's grpc-java pod",
+            "~2,060-2,140",
+            "~2,000-2,200",
+            "~15,000-16,000",
+            "-",
+            &format!("~{SEED_RATIO}x"),
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    table(
+        &mut md,
+        &[
+            "arm",
+            "unary plateau (calls/s)",
+            "unary knee (offered/s)",
+            "stream plateau (msg/s)",
+            "stream knee (offered/s)",
+            "stream / unary",
+        ],
+        rows,
+    );
+    let _ = writeln!(
+        md,
+        "### Capacity from CPU cost (one core / server CPU per unit at the plateau step)\n"
+    );
+    let limit = |(server, client): &(Spread, Spread)| {
+        let who = if server.median >= 0.9 {
+            "server-bound"
+        } else if client.median >= 0.9 {
+            "generator-bound"
+        } else {
+            "neither at 0.9"
+        };
+        format!("{:.2} / {:.2} ({who})", server.median, client.median)
+    };
+    table(
+        &mut md,
+        &[
+            "arm",
+            "unary calls per CPU-s",
+            "streamed msg per CPU-s",
+            "ratio",
+            "server / generator CPU at unary plateau",
+            "same, stream plateau",
+        ],
+        summaries.iter().map(|s| {
+            vec![
+                s.arm.clone(),
+                s.unary_cpu_capacity.to_string(),
+                s.stream_cpu_capacity.to_string(),
+                s.cpu_ratio.to_string(),
+                limit(&s.unary_cpu_at_plateau),
+                limit(&s.stream_cpu_at_plateau),
+            ]
+        }),
+    );
+    for shape in [Shape::Unary, Shape::Stream] {
+        let _ = writeln!(
+            md,
+            "### {} p99 (ms) / goodput (per s) / deferred+shed (%) against offered load\n",
+            match shape {
+                Shape::Unary => "Unary:",
+                Shape::Stream => "Streams:",
+            }
+        );
+        let curves = p99_curves(config, shape, ramps);
+        let mut rates: Vec<f64> = curves
+            .iter()
+            .flat_map(|(_, p)| p.iter().map(|x| x.0))
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup();
+        let mut header = vec!["offered/s"];
+        header.extend(curves.iter().map(|(arm, _)| arm.as_str()));
+        table(
+            &mut md,
+            &header,
+            rates.iter().map(|rate| {
+                let mut row = vec![rate.to_string()];
+                row.extend(curves.iter().map(|(_, points)| {
+                    match points.iter().find(|p| p.0 == *rate) {
+                        Some((_, p99, goodput, queued)) => {
+                            format!("{:.2} / {:.0} / {:.1}", p99.median, goodput.median, queued)
+                        }
+                        None => "–".to_string(),
+                    }
+                }));
+                row
+            }),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "### Server cost per unit (a unary call, or one streamed message)\n"
+    );
+    table(
+        &mut md,
+        &[
+            "arm",
+            "shape",
+            "load",
+            "CPU µs",
+            "worker busy µs",
+            "context switches",
+            "worker parks",
+            "tasks we spawned",
+        ],
+        summaries.iter().flat_map(|s| {
+            [
+                ("unary", "lowest step", s.unary_low),
+                ("unary", "plateau", s.unary_high),
+                ("stream", "lowest step", s.stream_low),
+                ("stream", "plateau", s.stream_high),
+            ]
+            .into_iter()
+            .map(|(shape, load, p)| {
+                vec![
+                    s.arm.clone(),
+                    shape.to_string(),
+                    load.to_string(),
+                    format!("{:.2}", p.cpu_us),
+                    format!("{:.2}", p.busy_us),
+                    format!("{:.3}", p.context_switches),
+                    format!("{:.3}", p.parks),
+                    format!("{:.2}", p.spawned),
+                ]
+            })
+            .collect::<Vec<_>>()
+        }),
+    );
+    let _ = writeln!(md, "### System calls per unit (server process)\n");
+    if syscalls.counts.is_empty() {
+        table(&mut md, &["not counted"], [vec![syscalls.note.clone()]]);
+    } else {
+        table(
+            &mut md,
+            &[
+                "arm",
+                "shape",
+                "offered/s",
+                "syscalls per unit",
+                "most frequent (per unit)",
+            ],
+            syscalls.counts.iter().map(|c| {
+                let top: Vec<String> = c.top.iter().map(|(n, v)| format!("{n} {v:.2}")).collect();
+                vec![
+                    c.arm.clone(),
+                    c.shape.to_string(),
+                    c.rate.to_string(),
+                    format!("{:.2}", c.per_unit),
+                    top.join(", "),
+                ]
+            }),
+        );
+    }
+    md.truncate(md.trim_end().len());
+    md.push('\n');
+    md
+}
+
+/// p99 against offered load, every arm on one chart per shape (p99 spans
+/// three orders of magnitude, so the chart shows its logarithm), and the
+/// plateaus as bars with the spread over repeats.
+fn plots(
+    config: &Config,
+    summaries: &[ArmSummary],
+    ramps: &[RampResult],
+    folder: &Folder,
+) -> anyhow::Result<()> {
+    let log_panel = |shape: Shape, label: &str| Panel {
+        y_label: label.into(),
+        series: p99_curves(config, shape, ramps)
+            .into_iter()
+            .map(|(arm, points)| {
+                Series::line(
+                    arm,
+                    points
+                        .iter()
+                        .map(|(rate, p99, _, _)| {
+                            (rate / 1000.0, (p99.median.max(0.01)).log10() + 2.0)
+                        })
+                        .collect(),
+                )
+            })
+            .collect(),
+    };
+    panels(
+        &folder.join("p99-unary.svg"),
+        "Unary: p99 against offered load (median of repeats)",
+        "offered unary calls per second (thousands)",
+        &[log_panel(
+            Shape::Unary,
+            "p99, log10(ms) + 2 (2 = 1 ms, 5 = 1 s)",
+        )],
+    )?;
+    panels(
+        &folder.join("p99-stream.svg"),
+        "Streams: p99 against offered load (median of repeats)",
+        "offered streamed messages per second (thousands)",
+        &[log_panel(
+            Shape::Stream,
+            "p99, log10(ms) + 2 (2 = 1 ms, 5 = 1 s)",
+        )],
+    )?;
+    let bar = |label: &str, s: &Spread| Bar {
+        label: label.into(),
+        value: s.median,
+        low: s.min,
+        high: s.max,
+    };
+    bars(
+        &folder.join("capacity.svg"),
+        "Plateau goodput per arm (bar: median of repeats; whisker: min to max)",
+        &[
+            BarPanel {
+                y_label: "unary calls/s".into(),
+                bars: summaries
+                    .iter()
+                    .map(|s| bar(&s.arm, &s.unary_plateau))
+                    .collect(),
+            },
+            BarPanel {
+                y_label: "streamed messages/s".into(),
+                bars: summaries
+                    .iter()
+                    .map(|s| bar(&s.arm, &s.stream_plateau))
+                    .collect(),
+            },
+        ],
+    )
+}

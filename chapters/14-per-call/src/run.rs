@@ -1,0 +1,312 @@
+//! The measurement: every arm, both shapes, a ramp each, repeats interleaved;
+//! then h2load's cross-check and the system-call counts. Writes the records
+//! of [`crate::records`] and nothing else.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use harness::{
+    Folder,
+    child::{Child, Spawn},
+};
+use loadgen::{Counters, Schedule, SlotRecord, run_bounded};
+use program::proc::{self, Pid};
+use proto::greeter::v1::greeter_client::GreeterClient;
+
+use crate::{
+    arm::{Arm, Flavour},
+    config::Config,
+    h2load::cross_check,
+    load::{Streams, connect, unary_call},
+    placement::{have, place},
+    ramp::{PerUnit, Shape, StepResult, knee, plateau},
+    records::{
+        H2LOAD, PLACEMENT, RAMPS, RampRecord, SAMPLES, STEPS, SYSCALLS, SampleRow, Syscalls,
+    },
+    server::{ServeArm, ServerInfo, Snapshot, Stats},
+    syscalls::count,
+};
+
+/// A running server process of one arm.
+pub type Server = Child<ServeArm>;
+
+/// Starts the server for `arm`, on `cpu` if given, under `wrapper` if any.
+pub async fn start_server(
+    exe: &Path,
+    arm: Arm,
+    cpu: Option<usize>,
+    wrapper: Vec<String>,
+) -> anyhow::Result<Server> {
+    let how = Spawn {
+        cpu,
+        wrapper,
+        log: None,
+    };
+    Child::start(exe, &ServeArm { arm }, &how).await
+}
+
+/// Asks a server for its totals so far.
+pub async fn snapshot(server: &mut Server) -> anyhow::Result<Snapshot> {
+    server.ask(&Stats).await
+}
+
+/// The progress line's subject, and the counters of the step under way.
+type Now = Arc<Mutex<(String, Arc<Counters>)>>;
+
+async fn progress(now: Now) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let (label, counters) = now.lock().expect("not poisoned").clone();
+        eprintln!("{label}  {}", counters.line());
+    }
+}
+
+/// Checks the server's own account of its configuration against the arm, and
+/// counts its threads from outside, in /proc/PID/task.
+pub fn verify(info: &ServerInfo, arm: Arm) -> anyhow::Result<()> {
+    let outside = proc::thread_names(Pid::Of(info.pid));
+    let named = outside
+        .iter()
+        .filter(|n| *n == crate::arm::WORKER_THREAD_NAME)
+        .count();
+    let expected_named = match arm.flavour {
+        Flavour::CurrentThread => 0,
+        Flavour::MultiThread(n) => n,
+    };
+    if info.workers != arm.workers()
+        || named != expected_named
+        || info.named_worker_threads != named
+    {
+        bail!(
+            "server for {arm} runs {} workers and {named} worker threads (it says {}); expected {} and {expected_named}",
+            info.workers,
+            info.named_worker_threads,
+            arm.workers()
+        );
+    }
+    Ok(())
+}
+
+struct Ctx<'a> {
+    config: &'a Config,
+    exe: PathBuf,
+    server_cpu: Option<usize>,
+    now: Now,
+    samples: Vec<SampleRow>,
+}
+
+async fn one_ramp(
+    ctx: &mut Ctx<'_>,
+    arm: Arm,
+    shape: Shape,
+    repeat: usize,
+    label: &str,
+) -> anyhow::Result<(RampRecord, Vec<StepResult>)> {
+    let c = ctx.config;
+    let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
+    let mut server = start_server(&ctx.exe, arm, ctx.server_cpu, Vec::new()).await?;
+    verify(&server.ready, arm)?;
+    let channel = connect(server.ready.addr).await?;
+    let ramp = match shape {
+        Shape::Unary => c.unary_ramp,
+        Shape::Stream => c.stream_ramp,
+    };
+    // Both shapes go through the same bounded open-loop driver; only what one
+    // slot does differs.
+    let client = GreeterClient::new(channel.clone());
+    let streams = match shape {
+        Shape::Stream => Some(Streams::open(channel, c.streams, c.deadline).await?),
+        Shape::Unary => None,
+    };
+    let unary = unary_call(&client, c.deadline);
+    let drive = |slots: Vec<loadgen::Slot>, counters: Arc<Counters>| {
+        let streams = streams.clone();
+        let unary = &unary;
+        async move {
+            match &streams {
+                Some(s) => {
+                    run_bounded(
+                        &slots,
+                        c.max_in_flight,
+                        c.when_full,
+                        c.deadline,
+                        counters,
+                        |slot| s.call(slot),
+                    )
+                    .await
+                }
+                None => {
+                    run_bounded(
+                        &slots,
+                        c.max_in_flight,
+                        c.when_full,
+                        c.deadline,
+                        counters,
+                        unary,
+                    )
+                    .await
+                }
+            }
+        }
+    };
+    let rates = ramp.rates();
+    *ctx.now.lock().expect("not poisoned") = (format!("{label} warm-up"), Arc::default());
+    drive(
+        Schedule::constant(rates[0], c.warmup).slots(),
+        Arc::default(),
+    )
+    .await;
+
+    let mut steps = Vec::new();
+    for (i, &rate) in rates.iter().enumerate() {
+        let counters = Arc::new(Counters::default());
+        *ctx.now.lock().expect("not poisoned") = (
+            format!("{label} step {}/{} {rate}/s", i + 1, rates.len()),
+            counters.clone(),
+        );
+        let slots = Schedule::constant(rate, c.step).slots();
+        let before = snapshot(&mut server).await?;
+        let client_before = proc::cpu_ns(Pid::This);
+        let started = std::time::Instant::now();
+        let records: Vec<SlotRecord> = drive(slots, counters).await;
+        let wall = started.elapsed();
+        let delta = snapshot(&mut server).await?.since(&before);
+        let client_cpu = (proc::cpu_ns(Pid::This) - client_before) as f64 / wall.as_nanos() as f64;
+        let units = match shape {
+            Shape::Unary => delta.unary_calls,
+            Shape::Stream => delta.messages,
+        };
+        let step = StepResult {
+            arm: arm.to_string(),
+            shape,
+            repeat,
+            step: i,
+            server_cpu: delta.cpu_ns as f64 / wall.as_nanos() as f64,
+            client_cpu,
+            ..StepResult::from_records(&records, rate, c.step)
+        }
+        .with_per_unit(PerUnit::of(&delta, units));
+        ctx.samples
+            .extend(SampleRow::of(&step, &records, c.raw_every));
+        let saturated = step.saturated();
+        steps.push(step);
+        if saturated {
+            break; // past capacity: more steps would only say so again
+        }
+    }
+    let record = RampRecord {
+        arm: arm.to_string(),
+        shape,
+        repeat,
+        server: server.ready.clone(),
+        loadavg_1m,
+    };
+    server.stop().await?;
+    Ok((record, steps))
+}
+
+/// Runs the experiment; this program is started again as the server.
+pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
+    let placement = place(config.pin)?;
+    eprintln!("placement: {}", placement.note);
+    folder.write_json(PLACEMENT, &placement)?;
+    let now: Now = Arc::new(Mutex::new(("starting".into(), Arc::default())));
+    let ticker = tokio::spawn(progress(now.clone()));
+    let mut ctx = Ctx {
+        config,
+        exe: std::env::current_exe()?,
+        server_cpu: placement.pinned.then_some(0),
+        now,
+        samples: Vec::new(),
+    };
+    let total = config.repeats * config.arms.len() * 2;
+    let (mut ramps, mut steps) = (Vec::new(), Vec::new());
+    // Interleaved: every arm once per repeat, so that a slow minute on a
+    // shared machine hits all arms alike instead of one arm's whole sample.
+    for repeat in 0..config.repeats {
+        for &arm in &config.arms {
+            for shape in [Shape::Unary, Shape::Stream] {
+                let label = format!(
+                    "[{}/{total}] {arm} {shape} #{}",
+                    ramps.len() + 1,
+                    repeat + 1
+                );
+                let (ramp, ramp_steps) = one_ramp(&mut ctx, arm, shape, repeat, &label)
+                    .await
+                    .with_context(|| format!("{arm} {shape}, repeat {}", repeat + 1))?;
+                let knee = knee(&ramp_steps);
+                eprintln!(
+                    "{label}: plateau {:.0}/s, knee {}",
+                    plateau(&ramp_steps),
+                    knee.map_or("not reached".into(), |(i, reason)| format!(
+                        "at {}/s ({reason:?})",
+                        ramp_steps[i].offered
+                    ))
+                );
+                ramps.push(ramp);
+                steps.extend(ramp_steps);
+            }
+        }
+    }
+    folder.write_json(RAMPS, &ramps)?;
+    folder.write_csv(STEPS, &steps)?;
+    folder.write_csv(SAMPLES, &ctx.samples)?;
+    // The cross-check against the first arm, on a fresh server.
+    let arm = config.arms[0];
+    let server = start_server(&ctx.exe, arm, ctx.server_cpu, Vec::new()).await?;
+    let calls = (config.unary_ramp.to * config.step.as_secs_f64()).max(1000.0) as u64;
+    let check = cross_check(
+        server.ready.addr,
+        calls,
+        config.max_in_flight,
+        folder.path(),
+    );
+    server.stop().await?;
+    folder.write_json(H2LOAD, &check)?;
+    let syscalls = if !config.strace {
+        Syscalls {
+            note: "skipped: --no-strace (or --quick)".into(),
+            counts: vec![],
+        }
+    } else if !have("strace") {
+        Syscalls {
+            note: "skipped: strace not installed (Debian: apt install strace)".into(),
+            counts: vec![],
+        }
+    } else {
+        let mut counts = Vec::new();
+        for &arm in &config.arms {
+            for shape in [Shape::Unary, Shape::Stream] {
+                let rate = config.strace_rate;
+                *ctx.now.lock().expect("not poisoned") =
+                    (format!("strace {arm} {shape} {rate}/s"), Arc::default());
+                counts.push(
+                    count(
+                        &ctx.exe,
+                        arm,
+                        shape,
+                        ctx.server_cpu,
+                        rate,
+                        config.step,
+                        folder.path(),
+                    )
+                    .await
+                    .with_context(|| format!("counting system calls of {arm} {shape}"))?,
+                );
+            }
+        }
+        Syscalls {
+            note: "strace -f -c around the server process; counts only (strace slows the server several-fold)".into(),
+            counts,
+        }
+    };
+    folder.write_json(SYSCALLS, &syscalls)?;
+    ticker.abort();
+    Ok(())
+}
