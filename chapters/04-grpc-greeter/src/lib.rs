@@ -6,12 +6,18 @@
 //!   server of chapter 5 reuses it, along with the validation rules.
 //! - [`server`] puts the service on the network: TLS, optional mTLS, health,
 //!   reflection, explicit limits and graceful shutdown.
+//! - [`refuse`] answers, before any handler runs, the requests that are not
+//!   gRPC calls (wrong media type or method) or carry too much metadata.
+//! - [`connection`] closes a connection that never sends the HTTP/2 preface;
+//!   the REST server of chapter 5 uses it too.
 //! - `testing` (behind the feature of that name) is the scaffolding that the
 //!   integration tests of this and later chapters share: a throwaway PKI, a
 //!   server that stops when the test drops it, a TLS channel, bounded waits.
 
+pub mod connection;
 pub mod greeter;
 pub mod lifetime;
+pub mod refuse;
 pub mod server;
 #[cfg(feature = "testing")]
 pub mod testing;

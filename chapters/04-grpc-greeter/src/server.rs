@@ -18,7 +18,9 @@ use tonic::{
 use tonic_health::{ServingStatus, pb::health_server::HealthServer, server::HealthService};
 use tracing::{info, warn};
 
-use crate::{greeter::Greeter, lifetime::CallStats};
+use crate::{
+    connection::with_preface_deadline, greeter::Greeter, lifetime::CallStats, refuse::RefuseLayer,
+};
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
 
@@ -42,6 +44,31 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for calls in flight before closing regardless: the
 /// same bound as the REST server's.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client gets this long after its TLS handshake to send the HTTP/2
+/// preface. A real client sends it at once, in the same flight as its first
+/// request; hyper on its own would wait forever (see `connection`).
+pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest request metadata (all headers, as HTTP/2 counts them) a call
+/// may carry; larger, and that call alone gets RESOURCE_EXHAUSTED. gRPC's C
+/// core refuses above 16 KiB too, and real metadata is a few hundred bytes.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// The header list HTTP/2 itself accepts (`SETTINGS_MAX_HEADER_LIST_SIZE`),
+/// kept well above MAX_METADATA_BYTES so that a large header reaches the
+/// check above and gets a clear status. Past this, h2 refuses the stream
+/// itself, with a bare 431. Far past it (a header block in more than 10
+/// CONTINUATION frames, about 190 KiB, or over 512 KiB decoded) h2 ends the
+/// whole connection: its defence against header floods. With hyper's own
+/// 16 KiB, 64 KiB of metadata was already "far past" and cost every call on
+/// the connection.
+pub const MAX_HEADER_LIST_BYTES: u32 = 128 * 1024;
+
+/// Streams one connection may make us reset for its protocol errors before
+/// we end the connection (GOAWAY, ENHANCE_YOUR_CALM). hyper's default, 1024,
+/// stated here because tonic passes "no limit" unless it is given one.
+pub const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 // ANCHOR_END: limits
 
 /// The Greeter over gRPC, on TLS.
@@ -167,25 +194,21 @@ impl BoundServer {
                 .await;
         }
 
-        // Reflection describes every service in the descriptor sets it is given;
-        // naming the ones served here keeps `ingest.v1.Ingest` (same .proto
-        // bundle, different server) out of the list.
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .with_service_name(<GreeterServer<Greeter> as NamedService>::NAME)
-            .with_service_name(<HealthServer<HealthService> as NamedService>::NAME);
-        let reflection = self
-            .extra_names
-            .iter()
-            .fold(reflection, |r, name| r.with_service_name(*name))
-            .build_v1()?;
+        // Reflection, in both of the versions clients ask for: v1, and the
+        // v1alpha that grpcio's reflection client, older grpcurl and several
+        // GUI tools still use.
+        let reflection_v1 = reflection(&self.extra_names).build_v1()?;
+        let reflection_v1alpha = reflection(&self.extra_names).build_v1alpha()?;
 
         let greeter = GreeterServer::new(self.greeter)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
-        let incoming = ReceiverStream::new(self.listener.incoming()).map(Ok::<_, std::io::Error>);
+        let incoming = with_preface_deadline(
+            ReceiverStream::new(self.listener.incoming()),
+            PREFACE_TIMEOUT,
+        )
+        .map(Ok::<_, std::io::Error>);
         let extra_names = self.extra_names.clone();
         let (draining, drain_started) = tokio::sync::oneshot::channel();
         let shutdown = async move {
@@ -217,7 +240,9 @@ impl BoundServer {
         let mut builder = Server::builder()
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT));
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
+            .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS));
         // ANCHOR: load_shed
         if let Some(limit) = self.concurrency_limit {
             // Without load_shed, a call over the limit would wait in line for a
@@ -238,9 +263,11 @@ impl BoundServer {
             let _ = listening.send(self.addr);
         }
         let serve = builder
+            .layer(RefuseLayer)
             .add_routes(self.extra)
             .add_service(health_service)
-            .add_service(reflection)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(greeter)
             .serve_with_incoming_shutdown(incoming, shutdown);
         tokio::select! {
@@ -253,4 +280,18 @@ impl BoundServer {
         Ok(())
     }
     // ANCHOR_END: serve
+}
+
+/// Reflection describes every service in the descriptor sets it is given;
+/// naming the ones served here keeps `ingest.v1.Ingest` (same .proto bundle,
+/// different server) out of the list.
+fn reflection(extra_names: &[&'static str]) -> tonic_reflection::server::Builder<'static> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name(<GreeterServer<Greeter> as NamedService>::NAME)
+        .with_service_name(<HealthServer<HealthService> as NamedService>::NAME);
+    extra_names
+        .iter()
+        .fold(builder, |r, name| r.with_service_name(*name))
 }

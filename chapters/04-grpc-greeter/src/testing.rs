@@ -9,7 +9,10 @@
 //! ```
 //!
 //! Everything here panics instead of returning errors: a failed setup step is
-//! a failed test, and the panic message says which step it was.
+//! a failed test, and the panic message says which step it was. [`raw`] holds
+//! the clients of the hostile-client tests.
+
+pub mod raw;
 
 use std::{
     fmt::Debug,

@@ -21,10 +21,6 @@ use tonic::{
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
-use tonic_reflection::pb::v1::{
-    ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
-    server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
-};
 
 /// The "slow server" delay for calls that are meant to end early: long enough
 /// that finishing it would show up clearly in the elapsed time.
@@ -132,36 +128,53 @@ async fn health_reports_serving_for_the_server_and_the_greeter() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reflection_lists_the_greeter() {
-    let server = start_server(false).await;
-    let mut reflection =
-        ServerReflectionClient::new(connect(&server, None).await.expect("connect"));
+/// Reflection answers a ListServices question with the served services, in
+/// either protocol version: `$v` is `v1` or `v1alpha`, which are different
+/// services (`grpc.reflection.v1.ServerReflection`,
+/// `grpc.reflection.v1alpha.ServerReflection`) with the same messages.
+macro_rules! reflection_lists_the_greeter {
+    ($test:ident, $v:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            use tonic_reflection::pb::$v::{
+                ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+                server_reflection_request::MessageRequest,
+                server_reflection_response::MessageResponse,
+            };
+            let server = start_server(false).await;
+            let mut reflection =
+                ServerReflectionClient::new(connect(&server, None).await.expect("connect"));
 
-    // Reflection is a bidirectional stream; one ListServices question is enough.
-    let question = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut answers = within(
-        "reflection call",
-        reflection.server_reflection_info(tokio_stream::once(question)),
-    )
-    .await
-    .expect("ServerReflectionInfo")
-    .into_inner();
-    let answer = within("reflection answer", answers.message())
-        .await
-        .expect("reflection stream")
-        .expect("one answer");
+            // Reflection is a bidirectional stream; one ListServices question is enough.
+            let question = ServerReflectionRequest {
+                host: String::new(),
+                message_request: Some(MessageRequest::ListServices(String::new())),
+            };
+            let mut answers = within(
+                "reflection call",
+                reflection.server_reflection_info(tokio_stream::once(question)),
+            )
+            .await
+            .expect("ServerReflectionInfo")
+            .into_inner();
+            let answer = within("reflection answer", answers.message())
+                .await
+                .expect("reflection stream")
+                .expect("one answer");
 
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("not a service list: {:?}", answer.message_response);
+            let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+                panic!("not a service list: {:?}", answer.message_response);
+            };
+            let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
+            println!("reflection {} lists: {names:?}", stringify!($v));
+            assert!(names.contains(&"greeter.v1.Greeter"), "{names:?}");
+        }
     };
-    let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
-    println!("reflection lists: {names:?}");
-    assert!(names.contains(&"greeter.v1.Greeter"), "{names:?}");
 }
+
+reflection_lists_the_greeter!(reflection_v1_lists_the_greeter, v1);
+// grpcio's reflection client, older grpcurl and several GUI tools ask v1alpha.
+reflection_lists_the_greeter!(reflection_v1alpha_lists_the_greeter, v1alpha);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_requests_get_invalid_argument_naming_the_field() {

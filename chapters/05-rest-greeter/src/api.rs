@@ -19,7 +19,10 @@ use grpc_server::{CallStats, check_request, greeting};
 use proto::status::Code;
 use serde::{Deserialize, Serialize};
 
-use crate::problem::Problem;
+use crate::{
+    guard::{BODY_TIMEOUT, is_body_timeout},
+    problem::Problem,
+};
 
 /// The largest request body accepted. A greeting is well under 1 KiB; the
 /// limit stops a client from making us buffer megabytes before we can say no.
@@ -127,8 +130,8 @@ fn protocol_label(version: Version) -> &'static str {
 
 // ANCHOR: decode
 /// Turns a request into a [`GreetingRequest`], or into the problem that says
-/// exactly what was wrong: the media type (415), the size (413), the JSON
-/// syntax (400) or a field (422, naming it).
+/// exactly what was wrong: the media type (415), the size (413), a body that
+/// stopped arriving (408), the JSON syntax (400) or a field (422, naming it).
 fn decode(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -151,7 +154,14 @@ fn decode(
     }
     let body = body.map_err(|rejection| {
         let status = rejection.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
+        if is_body_timeout(&rejection) {
+            // The client stopped sending part-way (guard::BODY_TIMEOUT).
+            Problem::new(
+                Code::DeadlineExceeded,
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body did not arrive within {BODY_TIMEOUT:?}"),
+            )
+        } else if status == StatusCode::PAYLOAD_TOO_LARGE {
             // What gRPC specifies for a message over the size limit.
             Problem::new(
                 Code::ResourceExhausted,

@@ -3,6 +3,10 @@
 //! - [`api`] is the HTTP surface: `POST /v1/greetings`, `GET /healthz`, and the
 //!   translation of every kind of bad input into problem details.
 //! - [`problem`] is RFC 9457's `application/problem+json` error body.
+//! - [`guard`] wraps every request: header and declared body sizes are
+//!   checked before the router, the body gets a time limit, and a body the
+//!   handler did not read is drained after the answer, so that the client
+//!   hears it.
 //! - [`server`] accepts TLS connections and serves each with HTTP/1.1 or HTTP/2,
 //!   whichever the client negotiated, with explicit limits and graceful shutdown.
 //!
@@ -10,6 +14,7 @@
 //! gRPC server's crate (chapter 4), so both protocols behave the same.
 
 pub mod api;
+pub mod guard;
 pub mod problem;
 pub mod server;
 

@@ -6,24 +6,53 @@ use std::{
 };
 
 use certs::{TlsArgs, TlsListener};
-use grpc_server::CallStats;
+use grpc_server::{CallStats, connection::PrefaceDeadline};
+use hyper::{
+    server::conn::{http1, http2},
+    service::service_fn,
+};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
-    service::TowerToHyperService,
+    server::graceful::GracefulShutdown,
 };
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
-use crate::api::{self, AppState};
+use crate::{
+    api::{self, AppState},
+    guard,
+};
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8443";
 
 // ANCHOR: limits
-/// An HTTP/1.1 client gets this long to send a request's headers. Without it, a
-/// client that opens a connection and trickles bytes (slowloris) holds a
-/// connection slot for as long as it likes.
+/// An HTTP/1.1 client gets this long to send a request's headers, counted
+/// from the end of the TLS handshake or of the previous response. Without it,
+/// a client that opens a connection and trickles bytes (slowloris), or sends
+/// nothing at all, holds a connection slot for as long as it likes.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An HTTP/2 client gets this long after the handshake to send its preface:
+/// the gRPC server's bound, for the same reason (hyper waits forever).
+pub const PREFACE_TIMEOUT: Duration = grpc_server::server::PREFACE_TIMEOUT;
+
+/// The most an HTTP/1.1 request head (request line and headers) may take:
+/// past it hyper itself answers a bare 431 and closes the connection. Set
+/// well above guard::MAX_HEADER_BYTES so that ordinary oversized headers get
+/// the problem-details 431 instead; hyper's default is about 400 KiB.
+pub const MAX_HEAD_BYTES: usize = 128 * 1024;
+
+/// Header fields an HTTP/1.1 request may have (hyper's default, stated).
+pub const MAX_HEADERS: usize = 100;
+
+/// The HTTP/2 counterpart of MAX_HEAD_BYTES (`SETTINGS_MAX_HEADER_LIST_SIZE`),
+/// and for the same reason as on the gRPC port: hyper's 16 KiB made h2 end
+/// the whole connection for a 64 KiB header.
+pub const MAX_HEADER_LIST_BYTES: u32 = grpc_server::server::MAX_HEADER_LIST_BYTES;
+
+/// Streams a connection may make us reset for its protocol errors before it
+/// gets GOAWAY: hyper's default, stated, and the gRPC port's bound.
+pub const MAX_LOCAL_ERROR_RESETS: usize = grpc_server::server::MAX_LOCAL_ERROR_RESETS;
 
 /// Concurrent requests on one HTTP/2 connection; the same bound, for the same
 /// reason, as the gRPC server's.
@@ -101,15 +130,20 @@ impl BoundServer {
     /// checks, and gives requests in flight up to DRAIN_TIMEOUT to finish.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         let app = api::router(self.state.clone());
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
-        builder
-            .http2()
-            .timer(TokioTimer::new())
+        // The TLS handshake has already chosen the protocol (ALPN), so each
+        // connection goes straight to its own builder. hyper-util's `auto`
+        // builder would first read the connection to guess, with no time
+        // limit: a client that says nothing after TLS would wait there forever.
+        let mut h1 = http1::Builder::new();
+        h1.timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_header_size(MAX_HEAD_BYTES)
+            .max_headers(MAX_HEADERS);
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_header_list_size(MAX_HEADER_LIST_BYTES)
+            .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS)
             .keep_alive_interval(Duration::from_secs(30));
 
         let mut incoming = self.listener.incoming();
@@ -124,24 +158,19 @@ impl BoundServer {
                 Some(tls) = incoming.recv() => tls,
                 _ = &mut shutdown => break,
             };
-            let alpn = tls
-                .get_ref()
-                .1
-                .alpn_protocol()
-                .map(|p| String::from_utf8_lossy(p).into_owned());
-            let service = TowerToHyperService::new(app.clone());
-            let connection = builder
-                .serve_connection(TokioIo::new(tls), service)
-                .into_owned();
-            let connection = graceful.watch(connection);
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    debug!(
-                        alpn = alpn.as_deref().unwrap_or("none"),
-                        "connection ended with an error: {e}"
-                    );
-                }
-            });
+            let peer = tls.get_ref().0.peer_addr().ok();
+            let app = app.clone();
+            let service = service_fn(move |request| guard::serve(app.clone(), request));
+            // No ALPN at all means HTTP/1.1: HTTP/2 over TLS is only ever
+            // chosen by ALPN (RFC 9113, section 3.2).
+            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                let io = TokioIo::new(PrefaceDeadline::new(tls, peer, PREFACE_TIMEOUT));
+                let connection = graceful.watch(h2.serve_connection(io, service));
+                tokio::spawn(async move { log_end("h2", peer, connection.await) });
+            } else {
+                let connection = graceful.watch(h1.serve_connection(TokioIo::new(tls), service));
+                tokio::spawn(async move { log_end("http/1.1", peer, connection.await) });
+            }
         }
 
         drop(incoming); // stops the accept loop
@@ -157,4 +186,19 @@ impl BoundServer {
         Ok(())
     }
     // ANCHOR_END: serve
+}
+
+/// Logs how a connection ended, when it did not end well. A client that let
+/// a time limit pass is worth an info line: that is a refusal the operator
+/// may be asked about. The preface limit logs itself (`PrefaceDeadline`).
+fn log_end(protocol: &str, peer: Option<SocketAddr>, ended: Result<(), hyper::Error>) {
+    let peer = peer.map_or("unknown".into(), |p| p.to_string());
+    match ended {
+        Ok(()) => {}
+        Err(e) if e.is_timeout() && protocol == "http/1.1" => info!(
+            %peer,
+            "closing a connection: request headers not complete within {HEADER_READ_TIMEOUT:?}"
+        ),
+        Err(e) => debug!(%peer, protocol, "connection ended with an error: {e}"),
+    }
 }

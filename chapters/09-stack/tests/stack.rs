@@ -154,6 +154,37 @@ async fn a_partial_pki_fails_start_pointing_at_force() {
     assert_eq!(fs::read(partial.path().join("ca.pem")).unwrap(), ca);
 }
 
+/// A TLS slowloris against both ports at once: 300 TCP connections to each
+/// that never send a ClientHello. Both servers must still serve a new client
+/// at once, not after one of the silent handshakes has timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_on_both_ports_do_not_lock_out_new_clients() {
+    // Under the 10 s a silent connection may hold its handshake, generous
+    // for a loaded machine.
+    const SERVED_WITHIN: Duration = Duration::from_secs(5);
+    let temp = tempfile::tempdir().unwrap();
+    let stack = Stack::start(&args(temp.path())).await.unwrap();
+    let pki = Pki::new(temp.path());
+
+    let mut silent = Vec::new();
+    for addr in [stack.grpc_addr, stack.rest_addr] {
+        for _ in 0..300 {
+            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let grpc = tokio::time::timeout(SERVED_WITHIN, grpc_greeting(&pki, stack.grpc_addr))
+        .await
+        .expect("a SayHello waited behind the silent connections");
+    assert_eq!(grpc, "Hello, Ada!");
+    let rest = tokio::time::timeout(SERVED_WITHIN, rest_greeting(&pki, stack.rest_addr))
+        .await
+        .expect("a REST greeting waited behind the silent connections");
+    assert_eq!(rest.status(), StatusCode::OK);
+    drop(silent);
+}
+
 /// `stack --ready-file PATH`, as `cargo xtask observe` starts it: once both
 /// servers listen, the file names their addresses, gRPC first, and each
 /// answers at its address.
