@@ -30,6 +30,11 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ),
     ("rest-server", "rest-server", parse::<rest_server::Cli>),
     ("streaming", "flow_control", parse::<streaming::cli::Args>),
+    (
+        "streaming",
+        "slow_reader",
+        parse::<streaming::slow_reader::Args>,
+    ),
     ("stack", "stack", parse::<stack::Args>),
     ("loadgen", "loadgen", parse::<loadgen::cli::Args>),
     ("overload", "overload", parse::<overload::Args>),

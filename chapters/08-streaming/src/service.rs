@@ -11,7 +11,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::stats::{Metered, StreamStats, TaskGuard, wire_bytes};
+use crate::{
+    budget::{Budgeted, Reply, ReplyBudget, Share},
+    stats::{Metered, StreamStats, TaskGuard, wire_bytes},
+};
 
 /// Most ticks one Countdown may ask for.
 pub const MAX_COUNT: u32 = 1_000_000;
@@ -26,10 +29,11 @@ pub const MAX_MESSAGE_BYTES: usize = MAX_PAYLOAD_BYTES as usize + 1024;
 /// producer has to wait.
 pub const REPLY_QUEUE: usize = 1;
 
-/// The service. Cloning it shares its counters.
+/// The service. Cloning it shares its counters and its reply budget.
 #[derive(Clone, Debug, Default)]
 pub struct Streamer {
     stats: Arc<StreamStats>,
+    budget: Arc<ReplyBudget>,
     upload_read_pause: Duration,
 }
 
@@ -45,8 +49,20 @@ impl Streamer {
         self
     }
 
+    /// Replaces the reply budget; chapter 8's slow-reader demo runs without
+    /// one ([`ReplyBudget::unlimited`]) to show what it prevents.
+    pub fn with_reply_budget(mut self, budget: ReplyBudget) -> Self {
+        self.budget = Arc::new(budget);
+        self
+    }
+
     pub fn stats(&self) -> Arc<StreamStats> {
         self.stats.clone()
+    }
+
+    /// What the producers hold in replies not yet sent (see [`crate::budget`]).
+    pub fn budget(&self) -> Arc<ReplyBudget> {
+        self.budget.clone()
     }
 
     /// The tonic service, with this chapter's message size limits.
@@ -58,8 +74,9 @@ impl Streamer {
 }
 
 /// The reply stream of `Countdown` and `Echo`: fed by a producer task through
-/// a small channel, counted and guarded on its way into tonic.
-pub type ReplyStream<T> = Metered<ReceiverStream<Result<T, Status>>>;
+/// a small channel, paid for from the reply budget, counted and guarded on its
+/// way into tonic.
+pub type ReplyStream<T> = Metered<Budgeted<ReceiverStream<Reply<Result<T, Status>>>>>;
 
 #[tonic::async_trait]
 impl streamer_server::Streamer for Streamer {
@@ -73,6 +90,7 @@ impl streamer_server::Streamer for Streamer {
     ) -> Result<Response<Self::CountdownStream>, Status> {
         check_countdown(request.get_ref())?;
         let timeout = grpc_timeout(request.metadata());
+        let share = self.budget.share(request.remote_addr());
         let call = self.stats.calls.start("Countdown", timeout);
         let request = request.into_inner();
 
@@ -83,11 +101,12 @@ impl streamer_server::Streamer for Streamer {
         tokio::spawn(count_down(
             request,
             tx,
+            share,
             self.stats.clone(),
             self.stats.task(),
         ));
         Ok(Response::new(Metered::new(
-            ReceiverStream::new(rx),
+            Budgeted::new(ReceiverStream::new(rx)),
             self.stats.clone(),
             call,
             timeout,
@@ -129,12 +148,19 @@ impl streamer_server::Streamer for Streamer {
         request: Request<Streaming<Chunk>>,
     ) -> Result<Response<Self::EchoStream>, Status> {
         let timeout = grpc_timeout(request.metadata());
+        let share = self.budget.share(request.remote_addr());
         let call = self.stats.calls.start("Echo", timeout);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(REPLY_QUEUE);
-        tokio::spawn(echo(inbound, tx, self.stats.clone(), self.stats.task()));
+        tokio::spawn(echo(
+            inbound,
+            tx,
+            share,
+            self.stats.clone(),
+            self.stats.task(),
+        ));
         Ok(Response::new(Metered::new(
-            ReceiverStream::new(rx),
+            Budgeted::new(ReceiverStream::new(rx)),
             self.stats.clone(),
             call,
             timeout,
@@ -168,16 +194,20 @@ pub fn check_countdown(request: &CountdownRequest) -> Result<(), Status> {
 // ANCHOR: count_down
 /// Sends `count` ticks, `interval_ms` apart. Returns as soon as the call is
 /// over: `tx.closed()` resolves when tonic has dropped the reply stream, and a
-/// send into a closed channel fails. Without those two checks a cancelled
+/// send into a closed channel fails. Without those checks a cancelled
 /// Countdown would keep ticking into the void until `count` ran out.
+///
+/// A tick is made only once the reply budget has room for it, so a client
+/// that stops reading stops the making.
 async fn count_down(
     request: CountdownRequest,
-    tx: mpsc::Sender<Result<Tick, Status>>,
+    tx: mpsc::Sender<Reply<Result<Tick, Status>>>,
+    share: Share,
     stats: Arc<StreamStats>,
     _alive: TaskGuard,
 ) {
     let interval = Duration::from_millis(request.interval_ms.into());
-    let payload = vec![0u8; request.payload_bytes as usize];
+    let bytes = TICK_OVERHEAD_BYTES + request.payload_bytes as usize;
     for remaining in (0..request.count).rev() {
         if remaining + 1 < request.count && !interval.is_zero() {
             tokio::select! {
@@ -185,24 +215,38 @@ async fn count_down(
                 _ = tx.closed() => return,
             }
         }
+        let permit = tokio::select! {
+            permit = share.reserve(bytes) => permit,
+            _ = tx.closed() => return,
+        };
         let tick = Tick {
             remaining,
-            payload: payload.clone(),
+            payload: vec![0u8; request.payload_bytes as usize],
         };
         // Waits while the channel is full, that is while tonic is not taking
         // replies because HTTP/2 flow control will not let it send more.
-        if stats.sent.send(&tx, Ok(tick)).await.is_err() {
+        if stats
+            .sent
+            .send(&tx, (Ok(tick), Some(permit)))
+            .await
+            .is_err()
+        {
             return;
         }
     }
 }
 // ANCHOR_END: count_down
 
+/// What a tick costs beyond its payload, generously: gRPC's 5-byte prefix,
+/// two field keys, a varint and a length.
+const TICK_OVERHEAD_BYTES: usize = 32;
+
 /// Sends every chunk back as it arrives, until the client closes its side or
 /// the call ends.
 async fn echo(
     mut inbound: Streaming<Chunk>,
-    tx: mpsc::Sender<Result<Chunk, Status>>,
+    tx: mpsc::Sender<Reply<Result<Chunk, Status>>>,
+    share: Share,
     stats: Arc<StreamStats>,
     _alive: TaskGuard,
 ) {
@@ -216,7 +260,18 @@ async fn echo(
         match next {
             Ok(Some(chunk)) => {
                 stats.received.record(wire_bytes(&chunk));
-                if stats.sent.send(&tx, Ok(chunk)).await.is_err() {
+                // Until the echo is paid for, no further chunk is read, and
+                // the client's sends wait on HTTP/2's window.
+                let permit = tokio::select! {
+                    permit = share.reserve(wire_bytes(&chunk) as usize) => permit,
+                    _ = tx.closed() => return,
+                };
+                if stats
+                    .sent
+                    .send(&tx, (Ok(chunk), Some(permit)))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -224,7 +279,7 @@ async fn echo(
             Ok(None) => return,
             // A bad message (too large, say): pass tonic's status on as ours.
             Err(status) => {
-                let _ = tx.send(Err(status)).await;
+                let _ = tx.send((Err(status), None)).await;
                 return;
             }
         }

@@ -91,8 +91,14 @@ impl std::error::Error for Exit {}
 /// Logs to stderr, `info` and up unless `RUST_LOG` says otherwise. Stderr, so
 /// that a program's stdout carries only what it was asked to print.
 pub fn init_tracing() {
+    init_tracing_at("info");
+}
+
+/// The same from another level: a demo whose server would log a line for each
+/// of hundreds of calls starts at `warn`.
+pub fn init_tracing_at(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
