@@ -13,6 +13,7 @@ use harness::Folder;
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    calibrate::{Calibration, calibrate},
     ingest::ingest,
     open_loop::{Counters, SendError, WhenFull, run_bounded},
     schedule::{Schedule, Step},
@@ -73,6 +74,17 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         delay_ms: u32,
     },
+    /// The generator against a call that does nothing, in this process: its
+    /// own lateness and CPU per slot at each rate (ignores --step and
+    /// --target)
+    Calibrate {
+        /// Sends per second; repeat for several rates, run in the order given
+        #[arg(long = "rate", value_name = "PER_S", default_values_t = [100.0, 1000.0, 10000.0, 30000.0])]
+        rates: Vec<f64>,
+        /// How long each rate runs
+        #[arg(long, value_parser = program::duration::parse, default_value = "3s")]
+        duration: Duration,
+    },
 }
 
 /// What `summary.json` holds: the whole run, each step, and how the call ended.
@@ -88,13 +100,14 @@ pub struct RunSummary {
 /// summary and the paths of the files written.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let folder = Folder::create(&args.out)?;
-    let url = args.target.clone().unwrap_or_else(|| {
-        match args.command {
-            Command::Ingest { .. } => "https://localhost:50071",
-            Command::Hello { .. } => "https://localhost:50051",
+    let default_target = match &args.command {
+        Command::Ingest { .. } => "https://localhost:50071",
+        Command::Hello { .. } => "https://localhost:50051",
+        Command::Calibrate { rates, duration } => {
+            return run_calibration(&folder, rates, *duration).await;
         }
-        .to_string()
-    });
+    };
+    let url = args.target.clone().unwrap_or_else(|| default_target.into());
     let target = Target {
         url: url.clone(),
         ca: args.ca.clone().unwrap_or_else(program::default_ca),
@@ -172,6 +185,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .await;
             (records, String::new())
         }
+        // Returned above, before connecting.
+        Command::Calibrate { .. } => return Ok(()),
     };
     progress.abort();
     let summary = Summary::by_step(&records);
@@ -198,6 +213,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "wrote {} and {}",
         folder.join("sends.csv").display(),
         folder.join("summary.json").display()
+    );
+    Ok(())
+}
+
+/// Runs `loadgen calibrate`: prints a line per rate, writes every slot and
+/// the figures.
+async fn run_calibration(folder: &Folder, rates: &[f64], duration: Duration) -> anyhow::Result<()> {
+    eprintln!(
+        "the generator against a call that does nothing, {:.1} s at each of {} rates",
+        duration.as_secs_f64(),
+        rates.len()
+    );
+    let counters = Arc::new(Counters::default());
+    let progress = tokio::spawn(progress(counters.clone()));
+    let (calibrations, records) = calibrate(rates, duration, counters).await;
+    progress.abort();
+    println!("{}", Calibration::header());
+    for calibration in &calibrations {
+        println!("{}", calibration.line());
+    }
+    folder.write_csv("sends.csv", &records)?;
+    folder.write_json("calibration.json", &calibrations)?;
+    println!(
+        "wrote {} and {}",
+        folder.join("sends.csv").display(),
+        folder.join("calibration.json").display()
     );
     Ok(())
 }

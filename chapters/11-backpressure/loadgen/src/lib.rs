@@ -4,9 +4,11 @@
 //! [`open_loop`] keeps that schedule against a server that cannot keep up and
 //! records what became of every slot, including the ones it could not send;
 //! [`summary`] counts the records and turns their times into percentiles;
-//! [`ingest`] drives chapter 11's client-streaming call. The results folder,
+//! [`ingest`] drives chapter 11's client-streaming call; [`calibrate`]
+//! measures the generator's own error against a call that does nothing. The results folder,
 //! the record files and the plots are the experiment harness's ([`harness`]).
 
+pub mod calibrate;
 pub mod cli;
 pub mod ingest;
 pub mod open_loop;
