@@ -151,7 +151,7 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
     server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     server.use_authority_key_identifier_extension = true;
     server.not_before = now;
-    server.not_after = now + Duration::days(397); // within the 398 days public CAs may issue
+    server.not_after = now + Duration::days(397); // the old public ceiling, less a day
     let server_key = KeyPair::generate()?;
     let server_cert = server.signed_by(&server_key, &issuer)?;
     // ANCHOR_END: server_leaf
