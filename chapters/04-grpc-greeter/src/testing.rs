@@ -22,6 +22,7 @@ use std::{
     path::Path,
     pin::Pin,
     process::{Child, Command, Stdio},
+    sync::{Arc, atomic::Ordering},
     task::{Context, Poll},
     time::Duration,
 };
@@ -35,7 +36,7 @@ use tokio::{
 };
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
-use crate::Args;
+use crate::{Args, BoundServer, CallStats};
 
 /// The bound on every wait. Far above anything a healthy run needs, even on a
 /// loaded two-core machine that is also starting processes, yet short enough
@@ -166,6 +167,57 @@ impl Serving {
     pub async fn join(mut self) -> Result<anyhow::Result<()>, JoinError> {
         self.stop.take();
         self.task.await
+    }
+}
+
+/// A server of this workshop started for a test, gRPC or REST: where it
+/// listens, its call counters, the PKI it was made with, and the task serving
+/// it until the test stops or drops it. Tests add the clients they need in a
+/// trait of their own.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub stats: Arc<CallStats>,
+    pub serving: Serving,
+    pub pki: TempPki,
+}
+
+impl TestServer {
+    /// Any server with a `serve(self, shutdown)`, bound with `pki`'s files:
+    /// `TestServer::start(pki, server.local_addr(), server.stats(), |s| server.serve(s))`.
+    pub fn start<F, Fut>(pki: TempPki, addr: SocketAddr, stats: Arc<CallStats>, serve: F) -> Self
+    where
+        F: FnOnce(Shutdown) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        TestServer {
+            addr,
+            stats,
+            serving: spawn_until_dropped(serve),
+            pki,
+        }
+    }
+
+    /// This chapter's gRPC server on a fresh PKI and a port the OS picks.
+    pub async fn grpc(mtls: bool) -> Self {
+        let pki = TempPki::new();
+        let server = BoundServer::bind(&pki.server_args(mtls))
+            .await
+            .expect("bind");
+        TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
+            server.serve(shutdown)
+        })
+    }
+
+    /// Calls whose handler got past validation into its work: a request the
+    /// server refused must leave this at 0.
+    pub fn handlers_started(&self) -> u64 {
+        self.stats.started.load(Ordering::Relaxed)
+    }
+
+    /// `path` on this server. The server certificate names 127.0.0.1, so
+    /// TLS verification is real.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.addr)
     }
 }
 

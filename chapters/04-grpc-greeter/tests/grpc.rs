@@ -4,12 +4,12 @@
 //! Waits are bounded by generous timeouts so a hang fails the test instead of
 //! stalling the suite; nothing asserts how fast anything is, only what happened.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use grpc_server::{
-    BoundServer, CallStats, MAX_DELAY_MS,
+    BoundServer, MAX_DELAY_MS,
     testing::{
-        KillOnDrop, Serving, TempPki, WAIT, spawn_until_dropped, tls_channel, wait_until, within,
+        KillOnDrop, TempPki, TestServer, WAIT, spawn_until_dropped, tls_channel, wait_until, within,
     },
 };
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
@@ -25,38 +25,6 @@ use tonic_health::pb::{
 /// The "slow server" delay for calls that are meant to end early: long enough
 /// that finishing it would show up clearly in the elapsed time.
 const SLOW_MS: u32 = 5_000;
-
-/// A running server with its own PKI. Dropping it drops `serving`, which
-/// starts a graceful shutdown, so no server outlives its test for long.
-struct TestServer {
-    addr: SocketAddr,
-    stats: Arc<CallStats>,
-    serving: Serving,
-    pki: TempPki,
-}
-
-impl TestServer {
-    /// Calls whose handler got past validation into the slow part: a refused
-    /// request must leave this at 0.
-    fn started(&self) -> u64 {
-        self.stats
-            .started
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-async fn start_server(mtls: bool) -> TestServer {
-    let pki = TempPki::new();
-    let server = BoundServer::bind(&pki.server_args(mtls))
-        .await
-        .expect("bind");
-    TestServer {
-        addr: server.local_addr(),
-        stats: server.stats(),
-        serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
-        pki,
-    }
-}
 
 /// A TLS channel that trusts the server's CA and, for mTLS, presents `identity`.
 async fn connect(
@@ -97,7 +65,7 @@ async fn assert_ended_early(server: &TestServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn greets_over_tls() {
-    let server = start_server(false).await;
+    let server = TestServer::grpc(false).await;
     let mut client = greeter(&server).await;
 
     let reply = within("greeting", client.say_hello(hello("Ada", 0)))
@@ -109,7 +77,7 @@ async fn greets_over_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_reports_serving_for_the_server_and_the_greeter() {
-    let server = start_server(false).await;
+    let server = TestServer::grpc(false).await;
     let mut health = HealthClient::new(connect(&server, None).await.expect("connect"));
 
     // "" asks about the server as a whole; the other asks about one service.
@@ -141,7 +109,7 @@ macro_rules! reflection_lists_the_greeter {
                 server_reflection_request::MessageRequest,
                 server_reflection_response::MessageResponse,
             };
-            let server = start_server(false).await;
+            let server = TestServer::grpc(false).await;
             let mut reflection =
                 ServerReflectionClient::new(connect(&server, None).await.expect("connect"));
 
@@ -178,7 +146,7 @@ reflection_lists_the_greeter!(reflection_v1alpha_lists_the_greeter, v1alpha);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_requests_get_invalid_argument_naming_the_field() {
-    let server = start_server(false).await;
+    let server = TestServer::grpc(false).await;
     let mut client = greeter(&server).await;
 
     for (request, field) in [
@@ -193,14 +161,14 @@ async fn invalid_requests_get_invalid_argument_naming_the_field() {
         assert!(status.message().contains(field), "{status:?}");
     }
     // Refused before any work started.
-    assert_eq!(server.started(), 0);
+    assert_eq!(server.handlers_started(), 0);
 
     assert_still_greets(&mut client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_slow_call_is_counted_as_ended_early() {
-    let server = start_server(false).await;
+    let server = TestServer::grpc(false).await;
     let client = greeter(&server).await;
 
     let mut caller = client.clone();
@@ -217,7 +185,7 @@ async fn a_dropped_slow_call_is_counted_as_ended_early() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_deadline_ends_the_call_early_on_both_sides() {
-    let server = start_server(false).await;
+    let server = TestServer::grpc(false).await;
     let mut client = greeter(&server).await;
 
     let mut request = Request::new(hello("Ada", SLOW_MS));
@@ -248,7 +216,7 @@ async fn a_short_deadline_ends_the_call_early_on_both_sides() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
-    let server = start_server(true).await;
+    let server = TestServer::grpc(true).await;
 
     // With TLS 1.3 the client may finish its side of the handshake before the
     // server checks for a certificate, so the refusal can surface at connect or
@@ -279,7 +247,7 @@ async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_a_call_in_flight_finish() {
-    let mut server = start_server(false).await;
+    let mut server = TestServer::grpc(false).await;
     let mut caller = greeter(&server).await;
 
     let call = tokio::spawn(async move { caller.say_hello(hello("Ada", 1_000)).await });
@@ -302,7 +270,7 @@ async fn graceful_shutdown_lets_a_call_in_flight_finish() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_request_is_refused_and_the_server_keeps_serving() {
-    let server = start_server(false).await;
+    let server = TestServer::grpc(false).await;
     let mut client = greeter(&server).await;
 
     // 100 KiB is over MAX_MESSAGE_BYTES (64 KiB), so the limit refuses it before
@@ -319,7 +287,7 @@ async fn an_oversized_request_is_refused_and_the_server_keeps_serving() {
         status.message()
     );
     assert_ne!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert_eq!(server.started(), 0);
+    assert_eq!(server.handlers_started(), 0);
 
     assert_still_greets(&mut client).await;
 }

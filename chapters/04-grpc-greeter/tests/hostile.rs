@@ -4,12 +4,11 @@
 //! plays that client with a raw HTTP/2 client (the `h2` crate) or a raw TLS
 //! socket, and checks what it sees and that everyone else is still served.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use grpc_server::{
-    BoundServer, CallStats,
     server::{MAX_LOCAL_ERROR_RESETS, MAX_METADATA_BYTES, PREFACE_TIMEOUT},
-    testing::{Serving, TempPki, WAIT, raw, spawn_until_dropped, tls_channel, wait_until, within},
+    testing::{TestServer, WAIT, raw, tls_channel, wait_until, within},
 };
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tokio::{io::AsyncReadExt, time::Instant};
@@ -21,27 +20,13 @@ use tonic::{
 
 const SAY_HELLO: &str = "/greeter.v1.Greeter/SayHello";
 
-struct TestServer {
-    addr: SocketAddr,
-    stats: Arc<CallStats>,
-    _serving: Serving,
-    pki: TempPki,
+/// The clients these tests play.
+trait Clients {
+    async fn raw(&self) -> raw::RawH2;
+    async fn greeter(&self) -> GreeterClient<Channel>;
 }
 
-async fn start_server() -> TestServer {
-    let pki = TempPki::new();
-    let server = BoundServer::bind(&pki.server_args(false))
-        .await
-        .expect("bind");
-    TestServer {
-        addr: server.local_addr(),
-        stats: server.stats(),
-        _serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
-        pki,
-    }
-}
-
-impl TestServer {
+impl Clients for TestServer {
     async fn raw(&self) -> raw::RawH2 {
         raw::h2_connect(self.addr, &self.pki.ca_cert(), &raw::Builder::new()).await
     }
@@ -51,12 +36,6 @@ impl TestServer {
             .await
             .expect("connect");
         GreeterClient::new(channel)
-    }
-
-    fn handlers_started(&self) -> u64 {
-        self.stats
-            .started
-            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -86,7 +65,7 @@ async fn assert_raw_connection_still_serves(raw: &mut raw::RawH2) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_grpc_content_types_get_415_and_never_reach_the_handler() {
-    let server = start_server().await;
+    let server = TestServer::grpc(false).await;
     let mut raw = server.raw().await;
     // A valid SayHello body: only the media type is wrong, as in a POST that a
     // web page on another site can make a browser send.
@@ -111,7 +90,7 @@ async fn non_grpc_content_types_get_415_and_never_reach_the_handler() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn methods_other_than_post_get_405_and_never_reach_the_handler() {
-    let server = start_server().await;
+    let server = TestServer::grpc(false).await;
     let mut raw = server.raw().await;
     for method in [Method::GET, Method::PUT] {
         let head = raw::request(method.clone(), SAY_HELLO)
@@ -136,7 +115,7 @@ async fn methods_other_than_post_get_405_and_never_reach_the_handler() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_metadata_fails_its_own_call_and_spares_the_neighbours() {
-    let server = start_server().await;
+    let server = TestServer::grpc(false).await;
     let client = server.greeter().await;
 
     // A call in flight on the same channel, so on the same connection.
@@ -183,7 +162,7 @@ async fn oversized_metadata_fails_its_own_call_and_spares_the_neighbours() {
 /// stream itself, with a bare 431; the connection still stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_list_over_the_protocol_limit_is_refused_on_its_stream_alone() {
-    let server = start_server().await;
+    let server = TestServer::grpc(false).await;
     let mut raw = server.raw().await;
     let head = raw::request(Method::POST, SAY_HELLO)
         .header("content-type", "application/grpc")
@@ -206,7 +185,7 @@ async fn a_header_list_over_the_protocol_limit_is_refused_on_its_stream_alone() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_forcing_resets_by_the_thousand_is_sent_goaway() {
-    let server = start_server().await;
+    let server = TestServer::grpc(false).await;
     let mut raw = server.raw().await;
 
     // HEADERS that end the stream yet announce a 5-byte body: a malformed
@@ -280,7 +259,7 @@ async fn a_client_forcing_resets_by_the_thousand_is_sent_goaway() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_never_sends_the_preface_is_closed() {
-    let server = start_server().await;
+    let server = TestServer::grpc(false).await;
     let mut silent = raw::tls(server.addr, &server.pki.ca_cert(), &[b"h2"])
         .await
         .expect("TLS");

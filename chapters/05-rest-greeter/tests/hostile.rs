@@ -5,13 +5,8 @@
 //! problem details, that the connection survives where it should, and that
 //! everyone else is served meanwhile.
 
-use std::{net::SocketAddr, sync::Arc, sync::atomic::Ordering};
-
 use axum::{body::Bytes, http::Method};
-use grpc_server::{
-    CallStats,
-    testing::{Serving, TempPki, WAIT, raw, spawn_until_dropped, within},
-};
+use grpc_server::testing::{TempPki, TestServer, WAIT, raw, within};
 use reqwest::StatusCode;
 use rest_server::{
     Args, BoundServer,
@@ -22,36 +17,34 @@ use rest_server::{
 };
 use serde_json::Value;
 use tokio::{
-    io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
+    io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf},
     time::Instant,
 };
 
-struct TestServer {
-    addr: SocketAddr,
-    stats: Arc<CallStats>,
-    _serving: Serving,
-    pki: TempPki,
-}
-
+/// A REST server on a fresh PKI and a port the OS picks.
 async fn start_server() -> TestServer {
     let pki = TempPki::new();
-    let server = BoundServer::bind(&Args {
+    let args = Args {
         addr: "127.0.0.1:0".parse().unwrap(),
         tls: pki.tls_args(),
         mtls: false,
+    };
+    let server = BoundServer::bind(&args).await.unwrap();
+    TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
+        server.serve(shutdown)
     })
-    .await
-    .unwrap();
-    TestServer {
-        addr: server.local_addr(),
-        stats: server.stats(),
-        _serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
-        pki,
-    }
 }
 
-impl TestServer {
-    async fn tls(&self, alpn: &[u8]) -> raw::TlsStream<tokio::net::TcpStream> {
+/// The clients these tests play.
+trait Clients {
+    async fn tls(&self, alpn: &[u8]) -> Tls;
+    async fn h1(&self) -> H1;
+    async fn h2(&self) -> raw::RawH2;
+    fn reqwest(&self, alpn: &[u8]) -> reqwest::Client;
+}
+
+impl Clients for TestServer {
+    async fn tls(&self, alpn: &[u8]) -> Tls {
         raw::tls(self.addr, &self.pki.ca_cert(), &[alpn])
             .await
             .expect("TLS")
@@ -84,20 +77,14 @@ impl TestServer {
         .build()
         .unwrap()
     }
-
-    fn url(&self, path: &str) -> String {
-        format!("https://{}{path}", self.addr)
-    }
-
-    fn handlers_started(&self) -> u64 {
-        self.stats.started.load(Ordering::Relaxed)
-    }
 }
+
+type Tls = raw::TlsStream<tokio::net::TcpStream>;
 
 /// HTTP/1.1 by hand over one TLS connection: what was written is exactly
 /// what the test wrote, and what arrives is read as it arrives.
 struct H1 {
-    io: raw::TlsStream<tokio::net::TcpStream>,
+    io: Tls,
     /// Bytes read past the end of the last response.
     buf: Vec<u8>,
 }
@@ -190,6 +177,31 @@ impl H1 {
         .expect("a response, not a closed connection")
     }
 
+    /// Reads the answer while `upload` writes the request, as a client that
+    /// sends everything before it reads anything; returns the answer and,
+    /// once the whole upload has gone through, the connection.
+    async fn answer_while_uploading<F, Fut>(self, upload: F) -> (H1Response, H1)
+    where
+        F: FnOnce(WriteHalf<Tls>) -> Fut,
+        Fut: Future<Output = std::io::Result<WriteHalf<Tls>>> + Send + 'static,
+    {
+        let H1 { io, mut buf } = self;
+        let (mut reader, writer) = tokio::io::split(io);
+        let upload = tokio::spawn(upload(writer));
+        let response = within("the answer", read_response(&mut reader, &mut buf))
+            .await
+            .expect("the answer must arrive, not a reset");
+        let writer = within("the upload", upload)
+            .await
+            .unwrap()
+            .expect("the upload completes");
+        let h1 = H1 {
+            io: reader.unsplit(writer),
+            buf,
+        };
+        (response, h1)
+    }
+
     /// GET /healthz on this connection: it still carries requests.
     async fn assert_still_serves(&mut self) {
         self.send(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -243,68 +255,50 @@ async fn http1_a_declared_oversized_body_gets_413_at_once_without_100_continue()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_an_oversized_body_sent_without_asking_still_gets_its_413() {
     let server = start_server().await;
-    let H1 { io, mut buf } = server.h1().await;
-    let (mut reader, mut writer) = tokio::io::split(io);
     // A careless client: it sends the whole body before it reads anything.
-    let upload = tokio::spawn(async move {
-        let head = greeting_head(&format!("Content-Length: {BIG}\r\n"));
-        writer.write_all(head.as_bytes()).await?;
-        writer.write_all(&vec![b'x'; BIG]).await?;
-        writer.flush().await?;
-        Ok::<_, std::io::Error>(writer)
-    });
-    let response = within("the 413", read_response(&mut reader, &mut buf))
+    let (response, mut h1) = server
+        .h1()
         .await
-        .expect("the answer must arrive, not a reset");
+        .answer_while_uploading(|mut writer| async move {
+            let head = greeting_head(&format!("Content-Length: {BIG}\r\n"));
+            writer.write_all(head.as_bytes()).await?;
+            writer.write_all(&vec![b'x'; BIG]).await?;
+            writer.flush().await?;
+            Ok(writer)
+        })
+        .await;
     assert_eq!(response.status, 413, "{response:?}");
     response.problem();
     // The server read the rest of the body and threw it away, so the whole
     // upload went through and the connection still carries requests.
-    let writer = within("the upload", upload)
-        .await
-        .unwrap()
-        .expect("the upload completes");
-    let mut h1 = H1 {
-        io: reader.unsplit(writer),
-        buf,
-    };
     h1.assert_still_serves().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_a_chunked_body_over_the_limit_gets_413_and_the_connection_survives() {
     let server = start_server().await;
-    let H1 { io, mut buf } = server.h1().await;
-    let (mut reader, mut writer) = tokio::io::split(io);
     // No Content-Length: the size is only known by reading, so the handler's
     // limit trips after 16 KiB and the rest must be drained.
-    let upload = tokio::spawn(async move {
-        writer
-            .write_all(greeting_head("Transfer-Encoding: chunked\r\n").as_bytes())
-            .await?;
-        let chunk = vec![b'x'; 16 * 1024];
-        for _ in 0..64 {
+    let (response, mut h1) = server
+        .h1()
+        .await
+        .answer_while_uploading(|mut writer| async move {
             writer
-                .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .write_all(greeting_head("Transfer-Encoding: chunked\r\n").as_bytes())
                 .await?;
-            writer.write_all(&chunk).await?;
-            writer.write_all(b"\r\n").await?;
-        }
-        writer.write_all(b"0\r\n\r\n").await?;
-        Ok::<_, std::io::Error>(writer)
-    });
-    let response = within("the 413", read_response(&mut reader, &mut buf))
-        .await
-        .expect("the answer must arrive, not a reset");
+            let chunk = vec![b'x'; 16 * 1024];
+            for _ in 0..64 {
+                writer
+                    .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                    .await?;
+                writer.write_all(&chunk).await?;
+                writer.write_all(b"\r\n").await?;
+            }
+            writer.write_all(b"0\r\n\r\n").await?;
+            Ok(writer)
+        })
+        .await;
     assert_eq!(response.status, 413, "{response:?}");
-    let writer = within("the upload", upload)
-        .await
-        .unwrap()
-        .expect("the upload completes");
-    let mut h1 = H1 {
-        io: reader.unsplit(writer),
-        buf,
-    };
     h1.assert_still_serves().await;
 }
 

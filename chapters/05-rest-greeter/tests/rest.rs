@@ -12,45 +12,26 @@ use std::{
 
 use certs::Pki;
 use grpc_server::{
-    CallStats, MAX_DELAY_MS,
-    testing::{Serving, TempPki, WAIT, spawn_until_dropped, wait_until, within},
+    MAX_DELAY_MS,
+    testing::{TempPki, TestServer, WAIT, wait_until, within},
 };
 use reqwest::{StatusCode, Version};
 use rest_server::{Args, BoundServer, api::MAX_BODY_BYTES, problem};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
-/// A REST server on a fresh PKI, serving on its own task until stopped or dropped.
-struct TestServer {
-    addr: SocketAddr,
-    stats: Arc<CallStats>,
-    serving: Serving,
-    pki: TempPki,
-}
-
+/// A REST server on a fresh PKI and a port the OS picks.
 async fn start_server(mtls: bool) -> TestServer {
     let pki = TempPki::new();
-    let server = BoundServer::bind(&Args {
+    let args = Args {
         addr: "127.0.0.1:0".parse().unwrap(),
         tls: pki.tls_args(),
         mtls,
+    };
+    let server = BoundServer::bind(&args).await.unwrap();
+    TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
+        server.serve(shutdown)
     })
-    .await
-    .unwrap();
-    TestServer {
-        addr: server.local_addr(),
-        stats: server.stats(),
-        serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
-        pki,
-    }
-}
-
-impl TestServer {
-    /// The URL of `path` on this server (or on a relay in front of it). The
-    /// server certificate names 127.0.0.1, so TLS verification is real.
-    fn url(&self, path: &str) -> String {
-        url(self.addr, path)
-    }
 }
 
 fn url(addr: SocketAddr, path: &str) -> String {

@@ -1,48 +1,27 @@
 //! The REST client (`grpc_client::rest`, behind `examples/rest_client.rs`)
 //! against the chapter 5 server in this process, over real TLS.
 
-use std::{net::SocketAddr, sync::Arc};
-
 use grpc_client::{
     cli::parse_secs,
     rest::{self, RestError},
 };
-use grpc_server::{
-    CallStats,
-    testing::{Serving, TempPki, spawn_until_dropped, wait_until, within},
-};
+use grpc_server::testing::{TempPki, TestServer, wait_until, within};
 use proto::status::{self, Code};
 use reqwest::{StatusCode, Version};
 use rest_server::{Args, BoundServer};
 
-struct TestServer {
-    addr: SocketAddr,
-    stats: Arc<CallStats>,
-    _serving: Serving,
-    pki: TempPki,
-}
-
+/// A REST server on a fresh PKI and a port the OS picks.
 async fn start_server() -> TestServer {
     let pki = TempPki::new();
-    let server = BoundServer::bind(&Args {
+    let args = Args {
         addr: "127.0.0.1:0".parse().unwrap(),
         tls: pki.tls_args(),
         mtls: false,
+    };
+    let server = BoundServer::bind(&args).await.unwrap();
+    TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
+        server.serve(shutdown)
     })
-    .await
-    .unwrap();
-    TestServer {
-        addr: server.local_addr(),
-        stats: server.stats(),
-        _serving: spawn_until_dropped(|shutdown| server.serve(shutdown)),
-        pki,
-    }
-}
-
-impl TestServer {
-    fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.addr.port())
-    }
 }
 
 async fn greet(
