@@ -174,63 +174,48 @@ fn strip_inline_code(line: &str) -> String {
 /// single and double quotes and backslashes. `|`, `||`, `&&` and `;` separate
 /// segments. This is the subset of shell the book's commands use.
 pub fn shell_segments(command: &str) -> anyhow::Result<Vec<Vec<String>>> {
+    // `word` is None between words; `Some("")` is a word begun by empty quotes.
     let mut segments = vec![Vec::new()];
-    let mut word = String::new();
-    let mut has_word = false;
+    let mut word: Option<String> = None;
     let mut chars = command.chars().peekable();
     let mut quote: Option<char> = None;
+    let end_word = |segments: &mut Vec<Vec<String>>, word: &mut Option<String>| {
+        if let Some(w) = word.take() {
+            segments.last_mut().expect("never empty").push(w);
+        }
+    };
     while let Some(c) = chars.next() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some('"'), '\\') => {
                 if let Some(next) = chars.next() {
-                    word.push(next);
+                    word.get_or_insert_default().push(next);
                 }
             }
-            (Some(_), c) => word.push(c),
+            (Some(_), c) => word.get_or_insert_default().push(c),
             (None, '\'' | '"') => {
                 quote = Some(c);
-                has_word = true;
+                word.get_or_insert_default();
             }
             (None, '\\') => {
                 if let Some(next) = chars.next() {
-                    word.push(next);
-                    has_word = true;
+                    word.get_or_insert_default().push(next);
                 }
             }
-            (None, '#') if !has_word => break, // a comment
-            (None, c) if c.is_whitespace() => {
-                if has_word {
-                    segments
-                        .last_mut()
-                        .expect("never empty")
-                        .push(std::mem::take(&mut word));
-                    has_word = false;
-                }
-            }
+            (None, '#') if word.is_none() => break, // a comment
+            (None, c) if c.is_whitespace() => end_word(&mut segments, &mut word),
             (None, '|' | ';' | '&') => {
-                if has_word {
-                    segments
-                        .last_mut()
-                        .expect("never empty")
-                        .push(std::mem::take(&mut word));
-                    has_word = false;
-                }
+                end_word(&mut segments, &mut word);
                 if matches!(chars.peek(), Some('|' | '&')) {
                     chars.next();
                 }
                 segments.push(Vec::new());
             }
-            (None, c) => {
-                word.push(c);
-                has_word = true;
-            }
+            (None, c) => word.get_or_insert_default().push(c),
         }
     }
     anyhow::ensure!(quote.is_none(), "unterminated quote in `{command}`");
-    if has_word {
-        segments.last_mut().expect("never empty").push(word);
-    }
+    end_word(&mut segments, &mut word);
     segments.retain(|s| !s.is_empty());
     Ok(segments)
 }

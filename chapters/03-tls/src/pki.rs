@@ -13,8 +13,9 @@ use std::{
 };
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose,
+    ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth},
+    IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -143,32 +144,13 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
 
     // ANCHOR: server_leaf
     // The server leaf: valid for the names in SERVER_NAMES, for server auth only.
-    let mut server = CertificateParams::new(SERVER_NAMES.map(String::from).to_vec())?;
-    server
-        .distinguished_name
-        .push(DnType::CommonName, "localhost");
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    server.use_authority_key_identifier_extension = true;
-    server.not_before = now;
-    server.not_after = now + Duration::days(397); // the old public ceiling, less a day
-    let server_key = KeyPair::generate()?;
-    let server_cert = server.signed_by(&server_key, &issuer)?;
+    let names = SERVER_NAMES.map(String::from).to_vec();
+    let (server_cert, server_key) = leaf(names, "localhost", ServerAuth, now, &issuer)?;
     // ANCHOR_END: server_leaf
 
     // ANCHOR: client_leaf
     // The client leaf: no host names, and usable only to prove who a client is.
-    let mut client = CertificateParams::default();
-    client
-        .distinguished_name
-        .push(DnType::CommonName, "workshop-client");
-    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    client.use_authority_key_identifier_extension = true;
-    client.not_before = now;
-    client.not_after = now + Duration::days(397);
-    let client_key = KeyPair::generate()?;
-    let client_cert = client.signed_by(&client_key, &issuer)?;
+    let (client_cert, client_key) = leaf(vec![], "workshop-client", ClientAuth, now, &issuer)?;
     // ANCHOR_END: client_leaf
 
     Ok([
@@ -179,6 +161,32 @@ fn make_pki() -> Result<[(&'static str, String); 5], rcgen::Error> {
         (CLIENT_KEY, client_key.serialize_pem()),
     ])
 }
+
+// ANCHOR: leaf
+/// A leaf signed by `issuer`: the host names and addresses in `names` (as
+/// Subject Alternative Names), a common name for people to read, good for the
+/// one job `usage` names, and valid for 397 days from `now`.
+fn leaf(
+    names: Vec<String>,
+    common_name: &str,
+    usage: ExtendedKeyUsagePurpose,
+    now: OffsetDateTime,
+    issuer: &Issuer<'_, KeyPair>,
+) -> Result<(Certificate, KeyPair), rcgen::Error> {
+    let mut params = CertificateParams::new(names)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![usage];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now;
+    params.not_after = now + Duration::days(397); // the old public ceiling, less a day
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert, key))
+}
+// ANCHOR_END: leaf
 
 // ANCHOR: write_file
 /// Writes through a temporary file and a rename, so a reader never sees half a

@@ -76,26 +76,26 @@ pub async fn serve(
     let version = request.version();
     let size = header_list_bytes(request.method(), request.uri(), request.headers());
     if size > MAX_HEADER_BYTES {
-        let problem = Problem::new(
-            Code::ResourceExhausted,
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            format!(
-                "request headers are {size} bytes; this server accepts at most {MAX_HEADER_BYTES}"
-            ),
+        let why = format!(
+            "request headers are {size} bytes; this server accepts at most {MAX_HEADER_BYTES}"
         );
-        return Ok(refuse(problem, request.into_body()));
+        return Ok(too_large(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            why,
+            request.into_body(),
+        ));
     }
     if let Some(length) = declared_length(&request)
         && length > MAX_BODY_BYTES as u64
     {
-        let problem = Problem::new(
-            Code::ResourceExhausted,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "request body is {length} bytes (Content-Length); the limit is {MAX_BODY_BYTES}"
-            ),
+        let why = format!(
+            "request body is {length} bytes (Content-Length); the limit is {MAX_BODY_BYTES}"
         );
-        return Ok(refuse(problem, request.into_body()));
+        return Ok(too_large(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            why,
+            request.into_body(),
+        ));
     }
 
     let (parts, body) = request.into_parts();
@@ -124,6 +124,12 @@ fn declared_length<B>(request: &Request<B>) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// A request over one of the limits, refused with `status` (gRPC's
+/// RESOURCE_EXHAUSTED in the problem's code) before the router sees it.
+fn too_large(status: StatusCode, why: String, body: Incoming) -> Response<Lingering> {
+    refuse(Problem::new(Code::ResourceExhausted, status, why), body)
 }
 
 /// The problem as the response, with the unread body to drain once it is sent.

@@ -17,6 +17,8 @@ pub mod api;
 pub mod guard;
 pub mod problem;
 pub mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use problem::Problem;
 pub use server::{Args, BoundServer, Cli};

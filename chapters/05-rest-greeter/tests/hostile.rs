@@ -6,34 +6,20 @@
 //! everyone else is served meanwhile.
 
 use axum::{body::Bytes, http::Method};
-use grpc_server::testing::{TempPki, TestServer, WAIT, raw, within};
+use grpc_server::testing::{TestServer, WAIT, raw, within};
 use reqwest::StatusCode;
 use rest_server::{
-    Args, BoundServer,
     api::MAX_BODY_BYTES,
     guard::{BODY_TIMEOUT, MAX_HEADER_BYTES},
     problem,
     server::{HEADER_READ_TIMEOUT, PREFACE_TIMEOUT},
+    testing,
 };
 use serde_json::Value;
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf},
     time::Instant,
 };
-
-/// A REST server on a fresh PKI and a port the OS picks.
-async fn start_server() -> TestServer {
-    let pki = TempPki::new();
-    let args = Args {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tls: pki.tls_args(),
-        mtls: false,
-    };
-    let server = BoundServer::bind(&args).await.unwrap();
-    TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
-        server.serve(shutdown)
-    })
-}
 
 /// The clients these tests play.
 trait Clients {
@@ -226,7 +212,7 @@ const BIG: usize = 2 * 1024 * 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_a_declared_oversized_body_gets_413_at_once_without_100_continue() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let mut h1 = server.h1().await;
     // The client asks before sending (as curl does for large bodies) and
     // then waits: the server must answer 413 without reading anything.
@@ -254,7 +240,7 @@ async fn http1_a_declared_oversized_body_gets_413_at_once_without_100_continue()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_an_oversized_body_sent_without_asking_still_gets_its_413() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     // A careless client: it sends the whole body before it reads anything.
     let (response, mut h1) = server
         .h1()
@@ -276,7 +262,7 @@ async fn http1_an_oversized_body_sent_without_asking_still_gets_its_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_a_chunked_body_over_the_limit_gets_413_and_the_connection_survives() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     // No Content-Length: the size is only known by reading, so the handler's
     // limit trips after 16 KiB and the rest must be drained.
     let (response, mut h1) = server
@@ -307,7 +293,7 @@ async fn http1_a_chunked_body_over_the_limit_gets_413_and_the_connection_survive
 /// reports exit 92 for a stream reset while it is still sending).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_an_oversized_upload_gets_413_and_its_stream_closes_cleanly() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let mut h2 = server.h2().await;
     for declared in [true, false] {
         let mut head =
@@ -335,7 +321,7 @@ async fn http2_an_oversized_upload_gets_413_and_its_stream_closes_cleanly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_a_404_for_a_request_with_a_body_reaches_the_client_and_the_stream_closes_cleanly() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let mut h2 = server.h2().await;
     let head = raw::request(Method::POST, "/v1/no-such-thing")
         .header("content-type", "application/json")
@@ -356,7 +342,7 @@ async fn http2_a_404_for_a_request_with_a_body_reaches_the_client_and_the_stream
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headers_over_the_limit_get_a_431_problem_over_both_protocols() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     for alpn in [&b"http/1.1"[..], b"h2"] {
         let client = server.reqwest(alpn);
         let response = client
@@ -384,7 +370,7 @@ async fn headers_over_the_limit_get_a_431_problem_over_both_protocols() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_a_large_header_fails_its_own_stream_and_not_the_connection() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let mut h2 = server.h2().await;
     // 64 KiB: refused by the server (problem details); 150 KiB: over HTTP/2's
     // own limit, refused by h2 (a bare 431, then a reset). Neither may cost
@@ -421,7 +407,7 @@ async fn http2_a_large_header_fails_its_own_stream_and_not_the_connection() {
 /// answer, but never lets the head in and never keeps the connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_a_head_over_the_protocol_limit_is_refused_and_the_connection_closed() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let mut h1 = server.h1().await;
     let padding = "a".repeat(200 * 1024);
     let head = format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: {padding}\r\n\r\n");
@@ -451,7 +437,7 @@ async fn http1_a_head_over_the_protocol_limit_is_refused_and_the_connection_clos
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_silent_after_tls_is_closed_over_both_protocols() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let started = Instant::now();
     let mut silent_h1 = server.tls(b"http/1.1").await;
     let mut silent_h2 = server.tls(b"h2").await;
@@ -485,7 +471,7 @@ async fn a_connection_silent_after_tls_is_closed_over_both_protocols() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_body_gets_408_over_both_protocols() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
 
     // HTTP/1.1: 10 of the 100 announced bytes, then nothing.
     let mut h1 = server.h1().await;

@@ -13,26 +13,12 @@ use std::{
 use certs::Pki;
 use grpc_server::{
     MAX_DELAY_MS,
-    testing::{TempPki, TestServer, WAIT, wait_until, within},
+    testing::{TestServer, WAIT, wait_until, within},
 };
 use reqwest::{StatusCode, Version};
-use rest_server::{Args, BoundServer, api::MAX_BODY_BYTES, problem};
+use rest_server::{api::MAX_BODY_BYTES, problem, testing};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-
-/// A REST server on a fresh PKI and a port the OS picks.
-async fn start_server(mtls: bool) -> TestServer {
-    let pki = TempPki::new();
-    let args = Args {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tls: pki.tls_args(),
-        mtls,
-    };
-    let server = BoundServer::bind(&args).await.unwrap();
-    TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
-        server.serve(shutdown)
-    })
-}
 
 fn url(addr: SocketAddr, path: &str) -> String {
     format!("https://{addr}{path}")
@@ -167,21 +153,21 @@ async fn assert_problem(response: reqwest::Response, status: StatusCode) -> Valu
 
 #[tokio::test]
 async fn greets_over_http1() {
-    let server = start_server(false).await;
+    let server = testing::server(false).await;
     assert_greets(&client(&server.pki, Http::V1, false), &server, Http::V1).await;
     assert_eq!(server.stats.completed(), 1);
 }
 
 #[tokio::test]
 async fn greets_over_http2() {
-    let server = start_server(false).await;
+    let server = testing::server(false).await;
     assert_greets(&client(&server.pki, Http::V2, false), &server, Http::V2).await;
     assert_eq!(server.stats.completed(), 1);
 }
 
 #[tokio::test]
 async fn health_reports_serving() {
-    let server = start_server(false).await;
+    let server = testing::server(false).await;
     for http in [Http::V1, Http::V2] {
         let response = client(&server.pki, http, false)
             .get(server.url("/healthz"))
@@ -311,7 +297,7 @@ fn bad_inputs() -> Vec<BadInput> {
 /// Sends every bad input over one protocol, each followed by a good greeting
 /// on the same client: a bad request must cost nothing but its own answer.
 async fn bad_inputs_get_problems_and_server_keeps_serving(http: Http) {
-    let server = start_server(false).await;
+    let server = testing::server(false).await;
     let client = client(&server.pki, http, false);
     for bad in bad_inputs() {
         let mut request = client
@@ -380,7 +366,7 @@ async fn call_in_flight(
 /// the slow part, then drops the request future (the client itself lives on).
 /// Returns once the server has counted the call as ended early.
 async fn give_up_mid_call(http: Http) -> (TestServer, Relay, reqwest::Client) {
-    let server = start_server(false).await;
+    let server = testing::server(false).await;
     let relay = relay_to(server.addr).await;
     let client = client(&server.pki, http, false);
     let call = call_in_flight(&server, &client, url(relay.addr, "/v1/greetings"), 5000).await;
@@ -446,7 +432,7 @@ async fn http1_client_giving_up_closes_the_connection_and_the_server_stops_work(
 
 #[tokio::test]
 async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
-    let server = start_server(true).await;
+    let server = testing::server(true).await;
     for http in [Http::V1, Http::V2] {
         let anonymous = client(&server.pki, http, false)
             .post(server.url("/v1/greetings"))
@@ -468,7 +454,7 @@ async fn mtls_rejects_a_client_without_a_certificate_and_accepts_one_with() {
 /// A call in flight when shutdown starts still gets its answer; then `serve`
 /// returns Ok and the port accepts no more connections.
 async fn shutdown_drains_the_call_in_flight(http: Http) {
-    let mut server = start_server(false).await;
+    let mut server = testing::server(false).await;
     let client = client(&server.pki, http, false);
     let call = call_in_flight(&server, &client, server.url("/v1/greetings"), 1000).await;
 

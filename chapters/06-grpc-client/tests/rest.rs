@@ -8,21 +8,7 @@ use grpc_client::{
 use grpc_server::testing::{TempPki, TestServer, wait_until, within};
 use proto::status::{self, Code};
 use reqwest::{StatusCode, Version};
-use rest_server::{Args, BoundServer};
-
-/// A REST server on a fresh PKI and a port the OS picks.
-async fn start_server() -> TestServer {
-    let pki = TempPki::new();
-    let args = Args {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tls: pki.tls_args(),
-        mtls: false,
-    };
-    let server = BoundServer::bind(&args).await.unwrap();
-    TestServer::start(pki, server.local_addr(), server.stats(), |shutdown| {
-        server.serve(shutdown)
-    })
-}
+use rest_server::testing;
 
 async fn greet(
     server: &TestServer,
@@ -43,7 +29,7 @@ async fn greet(
 
 #[tokio::test]
 async fn greets_over_http2_by_default_and_http1_when_asked() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     for (http1, version) in [(false, Version::HTTP_2), (true, Version::HTTP_11)] {
         let reply = greet(&server, http1, "/v1/greetings", "Ada", 0, None)
             .await
@@ -55,7 +41,7 @@ async fn greets_over_http2_by_default_and_http1_when_asked() {
 
 #[tokio::test]
 async fn error_statuses_come_back_as_problems_that_name_a_grpc_code() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let too_long = "x".repeat(20_000);
     for (path, name, http, code) in [
         ("/v1/greetings", "", 400, Code::InvalidArgument),
@@ -102,7 +88,7 @@ async fn error_statuses_come_back_as_problems_that_name_a_grpc_code() {
 
 #[tokio::test]
 async fn a_request_over_its_timeout_reports_timed_out() {
-    let server = start_server().await;
+    let server = testing::server(false).await;
     let error = greet(&server, false, "/v1/greetings", "Ada", 10_000, Some("0.3"))
         .await
         .expect_err("the timeout must end the request");

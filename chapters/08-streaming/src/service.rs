@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use grpc_server::lifetime::grpc_timeout;
+use grpc_server::{CallGuard, lifetime::grpc_timeout};
 use proto::streaming::v1::{
     Chunk, CountdownRequest, Tick, UploadSummary,
     streamer_server::{self, StreamerServer},
@@ -65,6 +65,19 @@ impl Streamer {
         self.budget.clone()
     }
 
+    /// The answer of a call whose replies a producer task sends through
+    /// `rx`: paid for from the reply budget, counted, and ended at the
+    /// call's deadline.
+    fn reply_stream<T>(
+        &self,
+        rx: mpsc::Receiver<Reply<Result<T, Status>>>,
+        call: CallGuard,
+        timeout: Option<Duration>,
+    ) -> Response<ReplyStream<T>> {
+        let replies = Budgeted::new(ReceiverStream::new(rx));
+        Response::new(Metered::new(replies, self.stats.clone(), call, timeout))
+    }
+
     /// The tonic service, with this chapter's message size limits.
     pub fn into_server(self) -> StreamerServer<Streamer> {
         StreamerServer::new(self)
@@ -98,19 +111,9 @@ impl streamer_server::Streamer for Streamer {
         // the ticks. Cancelling the call drops the stream, not the task, so
         // the task must notice by itself (see `count_down`).
         let (tx, rx) = mpsc::channel(REPLY_QUEUE);
-        tokio::spawn(count_down(
-            request,
-            tx,
-            share,
-            self.stats.clone(),
-            self.stats.task(),
-        ));
-        Ok(Response::new(Metered::new(
-            Budgeted::new(ReceiverStream::new(rx)),
-            self.stats.clone(),
-            call,
-            timeout,
-        )))
+        let stats = self.stats.clone();
+        tokio::spawn(count_down(request, tx, share, stats, self.stats.task()));
+        Ok(self.reply_stream(rx, call, timeout))
     }
     // ANCHOR_END: countdown
 
@@ -152,19 +155,9 @@ impl streamer_server::Streamer for Streamer {
         let call = self.stats.calls.start("Echo", timeout);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(REPLY_QUEUE);
-        tokio::spawn(echo(
-            inbound,
-            tx,
-            share,
-            self.stats.clone(),
-            self.stats.task(),
-        ));
-        Ok(Response::new(Metered::new(
-            Budgeted::new(ReceiverStream::new(rx)),
-            self.stats.clone(),
-            call,
-            timeout,
-        )))
+        let stats = self.stats.clone();
+        tokio::spawn(echo(inbound, tx, share, stats, self.stats.task()));
+        Ok(self.reply_stream(rx, call, timeout))
     }
 }
 

@@ -50,6 +50,18 @@ pub struct Decision {
     pub delay_ms: Option<f64>,
 }
 
+impl Decision {
+    /// Too little evidence this tick: keep the budget, report the old estimate.
+    fn few_completions(budget: usize, estimate_ms: Option<f64>) -> Decision {
+        Decision {
+            budget,
+            reason: Reason::FewCompletions,
+            estimate_ms,
+            delay_ms: None,
+        }
+    }
+}
+
 /// The seed's rule, with its numbers (milliseconds). A time-scaled run
 /// (`--scale`) multiplies every time in it, so the rule sees the same
 /// situation in proportion: as many completions per tick, the same delays
@@ -95,6 +107,15 @@ pub fn near_budget(pending: usize, budget: usize) -> bool {
 }
 // ANCHOR_END: near
 
+/// An exponentially weighted moving average: it starts at the first sample,
+/// then gives each new one the weight `alpha`.
+fn blend(old: Option<f64>, new: f64, alpha: f64) -> f64 {
+    match old {
+        None => new,
+        Some(old) => alpha * new + (1.0 - alpha) * old,
+    }
+}
+
 /// The seed's controller: state between ticks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedController {
@@ -123,17 +144,9 @@ impl SeedController {
             // Too little evidence: hold, and forget any half-built streak.
             self.high = 0;
             self.low = 0;
-            return Decision {
-                budget: t.budget,
-                reason: Reason::FewCompletions,
-                estimate_ms: self.ewma,
-                delay_ms: None,
-            };
+            return Decision::few_completions(t.budget, self.ewma);
         }
-        let ewma = match self.ewma {
-            None => t.mean_service_ms,
-            Some(old) => r.alpha * t.mean_service_ms + (1.0 - r.alpha) * old,
-        };
+        let ewma = blend(self.ewma, t.mean_service_ms, r.alpha);
         self.ewma = Some(ewma);
         let delay = t.queued as f64 * ewma;
         self.high = if delay > r.high_ms { self.high + 1 } else { 0 };
@@ -207,17 +220,9 @@ impl TargetController {
     pub fn decide(&mut self, t: Tick) -> Decision {
         let r = self.rule;
         if t.completions == 0 {
-            return Decision {
-                budget: t.budget,
-                reason: Reason::FewCompletions,
-                estimate_ms: self.ewma,
-                delay_ms: None,
-            };
+            return Decision::few_completions(t.budget, self.ewma);
         }
-        let ewma = match self.ewma {
-            None => t.mean_service_ms,
-            Some(old) => r.alpha * t.mean_service_ms + (1.0 - r.alpha) * old,
-        };
+        let ewma = blend(self.ewma, t.mean_service_ms, r.alpha);
         self.ewma = Some(ewma);
         // Fast up, slow down: a slowdown shows at once, a recovery must last.
         let estimate = ewma.max(t.mean_service_ms).max(1e-6);

@@ -1,9 +1,10 @@
-//! The callers' side in virtual time (`tokio::time::pause`): how many
-//! attempts each retry policy makes against a server that refuses.
+//! The callers' side: each policy's decision after a failed attempt, the
+//! retry budget, and (in virtual time, `tokio::time::pause`) how many attempts
+//! each policy makes against a server that refuses.
 
 use std::{cell::Cell, time::Duration};
 
-use overload::client::{Retry, RetryRules, Shared, Stop, amplification, call};
+use overload::client::{Next, Retry, RetryRules, Shared, Stop, amplification, call};
 use perf::retry::RetryThrottle;
 use tokio::time::Instant;
 use tonic::Code;
@@ -94,4 +95,81 @@ async fn no_attempt_outlives_the_one_deadline() {
     assert_eq!(ended.attempts, 1, "DEADLINE_EXCEEDED is not retried");
     assert_eq!(ended.stop, Some(Stop::NotRetryable));
     assert_eq!(started.elapsed(), Duration::from_millis(300));
+}
+
+const LOTS: Duration = Duration::from_secs(10);
+
+#[test]
+fn only_refusals_are_retried() {
+    let naive = rules(Retry::Naive);
+    assert_eq!(
+        naive.after_failure(1, Code::ResourceExhausted, LOTS, false, 0.5),
+        Next::RetryAfter(Duration::ZERO)
+    );
+    assert_eq!(
+        naive.after_failure(1, Code::DeadlineExceeded, LOTS, true, 0.5),
+        Next::Stop(Stop::NotRetryable)
+    );
+    assert_eq!(
+        naive.after_failure(5, Code::ResourceExhausted, LOTS, true, 0.5),
+        Next::Stop(Stop::Attempts)
+    );
+    assert_eq!(
+        rules(Retry::Off).after_failure(1, Code::ResourceExhausted, LOTS, true, 0.5),
+        Next::Stop(Stop::Off)
+    );
+}
+
+#[test]
+fn budgeted_backoff_grows_is_jittered_capped_and_fits_the_deadline() {
+    let b = rules(Retry::Budgeted);
+    let re = Code::ResourceExhausted;
+    let ms = Duration::from_millis;
+    assert_eq!(
+        b.after_failure(1, re, LOTS, true, 0.5),
+        Next::RetryAfter(ms(12) + Duration::from_micros(500))
+    );
+    assert_eq!(
+        b.after_failure(3, re, LOTS, true, 0.5),
+        Next::RetryAfter(ms(50))
+    );
+    assert_eq!(
+        b.after_failure(4, re, LOTS, true, 0.999_999),
+        Next::RetryAfter(ms(200).mul_f64(0.999_999))
+    );
+    assert_eq!(
+        b.after_failure(1, re, LOTS, true, 0.0),
+        Next::RetryAfter(Duration::ZERO)
+    );
+    assert_eq!(
+        b.after_failure(1, re, LOTS, false, 0.5),
+        Next::Stop(Stop::Budget)
+    );
+    assert_eq!(
+        b.after_failure(3, re, ms(40), true, 0.9),
+        Next::Stop(Stop::Deadline)
+    );
+}
+
+#[test]
+fn the_budget_is_withdrawn_by_failures_and_refilled_by_successes() {
+    // gRPC's defaults: 10 tokens; retries allowed while above 5.
+    let shared = Shared::new(RetryThrottle::grpc_default(), 1);
+    for _ in 0..4 {
+        assert!(shared.attempt_ended(false)); // 9, 8, 7, 6 tokens
+    }
+    assert!(!shared.attempt_ended(false), "5 tokens: no more retries");
+    assert!(!shared.attempt_ended(false)); // 4 tokens
+    for _ in 0..9 {
+        assert!(!shared.attempt_ended(true)); // +0.1 each: 4.9 after nine
+    }
+    shared.attempt_ended(true); // 5.0: the edge, whichever way rounding goes
+    assert!(shared.attempt_ended(true), "5.1: back above half");
+}
+
+#[test]
+fn amplification_is_attempts_over_calls() {
+    assert_eq!(amplification([1, 1, 1, 1]), 1.0);
+    assert_eq!(amplification([5, 1, 3, 3]), 3.0);
+    assert_eq!(amplification([]), 0.0);
 }

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use loadgen::{SendError, Slot, cli::code_name};
+use loadgen::{Counters, SendError, Slot, SlotRecord, WhenFull, cli::code_name, run_bounded};
 use proto::{
     greeter::v1::{HelloRequest, greeter_client::GreeterClient},
     streaming::v1::{Chunk, streamer_client::StreamerClient},
@@ -18,6 +18,8 @@ use proto::{
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::Channel;
+
+use crate::ramp::Shape;
 
 /// One HTTP/2 connection to the server, plaintext, made at once.
 pub async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Channel> {
@@ -36,27 +38,24 @@ fn failed(code: impl Into<String>) -> SendError {
     }
 }
 
-/// One unary echo per slot.
-pub fn unary_call(
-    client: &GreeterClient<Channel>,
-    deadline: Duration,
-) -> impl Fn(Slot) -> std::pin::Pin<Box<dyn Future<Output = Result<(), SendError>> + Send>> {
-    let client = client.clone();
-    move |slot| {
-        let mut client = client.clone();
-        let mut request = tonic::Request::new(HelloRequest {
-            name: format!("{}", slot.index),
-            delay_ms: 0,
-        });
-        request.set_timeout(deadline);
-        Box::pin(async move {
-            client
-                .say_hello(request)
-                .await
-                .map(drop)
-                .map_err(|status| failed(code_name(status.code())))
-        })
-    }
+/// What one slot's send is, for the driver.
+pub type SlotFuture = std::pin::Pin<Box<dyn Future<Output = Result<(), SendError>> + Send>>;
+
+/// One unary echo for `slot`.
+pub fn unary_call(client: &GreeterClient<Channel>, deadline: Duration, slot: Slot) -> SlotFuture {
+    let mut client = client.clone();
+    let mut request = tonic::Request::new(HelloRequest {
+        name: format!("{}", slot.index),
+        delay_ms: 0,
+    });
+    request.set_timeout(deadline);
+    Box::pin(async move {
+        client
+            .say_hello(request)
+            .await
+            .map(drop)
+            .map_err(|status| failed(code_name(status.code())))
+    })
 }
 
 /// One long-lived Echo stream: messages go in through `outbound`, and a
@@ -144,4 +143,47 @@ impl Streams {
         }
     }
     // ANCHOR_END: stream_call
+}
+
+/// Either shape, as one value: what a slot does under the bounded open-loop
+/// driver. Both shapes hand the driver a boxed future per slot, so the
+/// generator's own cost per slot is the same for both.
+#[derive(Clone)]
+pub enum Load {
+    Unary(GreeterClient<Channel>, Duration),
+    Stream(Streams),
+}
+
+impl Load {
+    /// Opens what `shape` needs on `channel`: nothing more for unary calls,
+    /// `streams` Echo streams for messages.
+    pub async fn open(
+        shape: Shape,
+        channel: Channel,
+        streams: usize,
+        deadline: Duration,
+    ) -> anyhow::Result<Load> {
+        Ok(match shape {
+            Shape::Unary => Load::Unary(GreeterClient::new(channel), deadline),
+            Shape::Stream => Load::Stream(Streams::open(channel, streams, deadline).await?),
+        })
+    }
+
+    /// Sends `slots` at their due times, at most `max_in_flight` at once.
+    pub async fn run(
+        &self,
+        slots: &[Slot],
+        max_in_flight: usize,
+        when_full: WhenFull,
+        drain: Duration,
+        counters: Arc<Counters>,
+    ) -> Vec<SlotRecord> {
+        let send = |slot: Slot| -> SlotFuture {
+            match self {
+                Load::Unary(client, deadline) => unary_call(client, *deadline, slot),
+                Load::Stream(streams) => Box::pin(streams.call(slot)),
+            }
+        };
+        run_bounded(slots, max_in_flight, when_full, drain, counters, send).await
+    }
 }

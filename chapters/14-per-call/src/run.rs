@@ -13,22 +13,21 @@ use harness::{
     Folder,
     child::{Child, Spawn},
 };
-use loadgen::{Counters, Schedule, SlotRecord, run_bounded};
+use loadgen::{Counters, Schedule, SlotRecord};
 use program::proc::{self, Pid};
-use proto::greeter::v1::greeter_client::GreeterClient;
 
 use crate::{
     arm::{Arm, Flavour},
     config::Config,
     h2load::cross_check,
-    load::{Streams, connect, unary_call},
+    load::{Load, connect},
     placement::{have, place},
     ramp::{PerUnit, Shape, StepResult, knee, plateau},
     records::{
         H2LOAD, PLACEMENT, RAMPS, RampRecord, SAMPLES, STEPS, SYSCALLS, SampleRow, Syscalls,
     },
     server::{ServeArm, ServerInfo, Snapshot, Stats},
-    syscalls::count,
+    syscalls::{Probe, count},
 };
 
 /// A running server process of one arm.
@@ -122,40 +121,12 @@ async fn one_ramp(
     };
     // Both shapes go through the same bounded open-loop driver; only what one
     // slot does differs.
-    let client = GreeterClient::new(channel.clone());
-    let streams = match shape {
-        Shape::Stream => Some(Streams::open(channel, c.streams, c.deadline).await?),
-        Shape::Unary => None,
-    };
-    let unary = unary_call(&client, c.deadline);
+    let load = Load::open(shape, channel, c.streams, c.deadline).await?;
     let drive = |slots: Vec<loadgen::Slot>, counters: Arc<Counters>| {
-        let streams = streams.clone();
-        let unary = &unary;
+        let load = &load;
         async move {
-            match &streams {
-                Some(s) => {
-                    run_bounded(
-                        &slots,
-                        c.max_in_flight,
-                        c.when_full,
-                        c.deadline,
-                        counters,
-                        |slot| s.call(slot),
-                    )
-                    .await
-                }
-                None => {
-                    run_bounded(
-                        &slots,
-                        c.max_in_flight,
-                        c.when_full,
-                        c.deadline,
-                        counters,
-                        unary,
-                    )
-                    .await
-                }
-            }
+            load.run(&slots, c.max_in_flight, c.when_full, c.deadline, counters)
+                .await
         }
     };
     let rates = ramp.rates();
@@ -289,11 +260,13 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
                     (format!("strace {arm} {shape} {rate}/s"), Arc::default());
                 counts.push(
                     count(
-                        &ctx.exe,
-                        arm,
-                        shape,
-                        ctx.server_cpu,
-                        rate,
+                        Probe {
+                            exe: &ctx.exe,
+                            arm,
+                            shape,
+                            cpu: ctx.server_cpu,
+                            rate,
+                        },
                         config.step,
                         folder.path(),
                     )

@@ -11,13 +11,12 @@
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context;
-use loadgen::{Counters, Schedule, WhenFull, run_bounded};
-use proto::greeter::v1::greeter_client::GreeterClient;
+use loadgen::{Counters, Schedule, WhenFull};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     arm::Arm,
-    load::{Streams, connect, unary_call},
+    load::{Load, connect},
     ramp::Shape,
     run::{snapshot, start_server},
 };
@@ -53,80 +52,53 @@ struct Run {
     units: u64,
 }
 
-async fn one(
-    exe: &Path,
-    arm: Arm,
-    shape: Shape,
-    cpu: Option<usize>,
-    rate: f64,
-    length: Duration,
-    file: &Path,
-) -> anyhow::Result<Run> {
+/// Which server is counted, and under what load.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'a> {
+    /// The per-call server binary, started as a child under strace.
+    pub exe: &'a Path,
+    pub arm: Arm,
+    pub shape: Shape,
+    /// The core the server is pinned to, if any.
+    pub cpu: Option<usize>,
+    pub rate: f64,
+}
+
+async fn one(p: Probe<'_>, length: Duration, file: &Path) -> anyhow::Result<Run> {
     let wrapper = ["strace", "-f", "-c", "-o"].map(String::from).to_vec();
     let wrapper = [wrapper, vec![file.display().to_string()]].concat();
-    let mut server = start_server(exe, arm, cpu, wrapper).await?;
+    let mut server = start_server(p.exe, p.arm, p.cpu, wrapper).await?;
     let channel = connect(server.ready.addr).await?;
-    let slots = Schedule::constant(rate, length).slots();
+    let slots = Schedule::constant(p.rate, length).slots();
     let deadline = Duration::from_secs(5);
     let counters = Arc::new(Counters::default());
-    match shape {
-        Shape::Unary => {
-            let client = GreeterClient::new(channel);
-            let call = unary_call(&client, deadline);
-            run_bounded(&slots, 128, WhenFull::Defer, deadline, counters, call).await;
-        }
-        Shape::Stream => {
-            let streams = Streams::open(channel, 20, deadline).await?;
-            run_bounded(&slots, 128, WhenFull::Defer, deadline, counters, |s| {
-                streams.call(s)
-            })
-            .await;
-        }
-    }
+    Load::open(p.shape, channel, 20, deadline)
+        .await?
+        .run(&slots, 128, WhenFull::Defer, deadline, counters)
+        .await;
     let stats = snapshot(&mut server).await?;
     server.stop().await?;
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("strace wrote no {}", file.display()))?;
     Ok(Run {
         calls: parse_strace(&text),
-        units: match shape {
+        units: match p.shape {
             Shape::Unary => stats.unary_calls,
             Shape::Stream => stats.messages,
         },
     })
 }
 
-/// Counts for one arm and shape at `rate`, from a run of `length` and one of twice that.
-pub async fn count(
-    exe: &Path,
-    arm: Arm,
-    shape: Shape,
-    cpu: Option<usize>,
-    rate: f64,
-    length: Duration,
-    dir: &Path,
-) -> anyhow::Result<SyscallCount> {
+/// Counts for `probe`, from a run of `length` and one of twice that; strace's
+/// tables are kept in `dir`.
+pub async fn count(probe: Probe<'_>, length: Duration, dir: &Path) -> anyhow::Result<SyscallCount> {
     std::fs::create_dir_all(dir)?;
-    let short = one(
-        exe,
-        arm,
-        shape,
-        cpu,
-        rate,
-        length,
-        &dir.join(format!("strace-{arm}-{shape}-1.txt")),
-    )
-    .await?;
-    let long = one(
-        exe,
-        arm,
-        shape,
-        cpu,
-        rate,
-        length * 2,
-        &dir.join(format!("strace-{arm}-{shape}-2.txt")),
-    )
-    .await?;
+    let Probe {
+        arm, shape, rate, ..
+    } = probe;
+    let file = |n: u32| dir.join(format!("strace-{arm}-{shape}-{n}.txt"));
+    let short = one(probe, length, &file(1)).await?;
+    let long = one(probe, length * 2, &file(2)).await?;
     let units = long.units.saturating_sub(short.units).max(1) as f64;
     let mut per: Vec<(String, f64)> = long
         .calls

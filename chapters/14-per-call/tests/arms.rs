@@ -47,9 +47,10 @@ async fn every_arm_runs_the_threads_it_claims_and_echoes_both_ways() {
 
         let channel = connect(info.addr).await.unwrap();
         let client = GreeterClient::new(channel.clone());
-        let call = unary_call(&client, Duration::from_secs(5));
         for i in 0..10 {
-            call(slot(i)).await.unwrap();
+            unary_call(&client, Duration::from_secs(5), slot(i))
+                .await
+                .unwrap();
         }
         let streams = Streams::open(channel, 3, Duration::from_secs(5))
             .await

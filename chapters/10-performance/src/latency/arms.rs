@@ -125,12 +125,12 @@ pub async fn arms(servers: &Servers, fresh: bool) -> anyhow::Result<Vec<Arm>> {
             .no_proxy()
             .pool_max_idle_per_host(0)
             .build()?;
+        let fresh = |label: &str, grpc: bool, http: Http, resumed: bool| {
+            anyhow::Ok(arm(label, s.fresh(grpc, http, resumed)?))
+        };
         vec![
-            arm(
-                "gRPC fresh conn, resumed TLS",
-                s.fresh(true, Http::H2, true)?,
-            ),
-            arm("gRPC fresh conn, full TLS", s.fresh(true, Http::H2, false)?),
+            fresh("gRPC fresh conn, resumed TLS", true, Http::H2, true)?,
+            fresh("gRPC fresh conn, full TLS", true, Http::H2, false)?,
             arm(
                 "gRPC naive (new endpoint+channel)",
                 Caller::NaiveGrpc {
@@ -138,22 +138,15 @@ pub async fn arms(servers: &Servers, fresh: bool) -> anyhow::Result<Vec<Arm>> {
                     ca: s.ca.clone(),
                 },
             ),
-            arm(
-                "REST fresh conn, resumed TLS (h2)",
-                s.fresh(false, Http::H2, true)?,
-            ),
-            arm(
-                "REST fresh conn, full TLS (h2)",
-                s.fresh(false, Http::H2, false)?,
-            ),
-            arm(
-                "REST fresh conn, resumed (http/1.1)",
-                s.fresh(false, Http::H1, true)?,
-            ),
-            arm(
+            fresh("REST fresh conn, resumed TLS (h2)", false, Http::H2, true)?,
+            fresh("REST fresh conn, full TLS (h2)", false, Http::H2, false)?,
+            fresh("REST fresh conn, resumed (http/1.1)", false, Http::H1, true)?,
+            fresh(
                 "REST fresh conn, full TLS (http/1.1)",
-                s.fresh(false, Http::H1, false)?,
-            ),
+                false,
+                Http::H1,
+                false,
+            )?,
             arm(
                 "REST one reqwest client, no pool",
                 Caller::Rest {

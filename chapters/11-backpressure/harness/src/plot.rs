@@ -6,7 +6,10 @@
 use std::path::Path;
 
 use anyhow::anyhow;
-use plotters::prelude::*;
+use plotters::{
+    coord::{Shift, types::RangedCoordf64},
+    prelude::*,
+};
 
 /// A named set of points; drawn as a line, or as dots when points are many
 /// separate events (one per message) rather than a curve.
@@ -50,6 +53,46 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A white SVG figure, 720 pixels wide, with room for `panels` charts under
+/// its `title`.
+fn figure<'a>(
+    path: &'a Path,
+    title: &str,
+    panels: usize,
+) -> Result<Area<'a>, Box<dyn std::error::Error>> {
+    let height = 60 + 260 * panels as u32;
+    let root = SVGBackend::new(path, (720, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    Ok(root.titled(title, ("sans-serif", 20))?)
+}
+
+/// The top of a y axis that starts at 0: `headroom` above the highest value,
+/// or 1 when every value is 0.
+fn y_top(highest: f64, headroom: f64) -> f64 {
+    if highest > 0.0 {
+        highest * headroom
+    } else {
+        1.0
+    }
+}
+
+/// One chart's axes in `area`.
+fn axes<'a, 'b>(
+    area: &'a Area<'b>,
+    x_label_area: u32,
+    x: std::ops::Range<f64>,
+    y_top: f64,
+) -> Result<Chart<'a, 'b>, Box<dyn std::error::Error>> {
+    Ok(ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(x_label_area)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x, 0.0..y_top)?)
+}
+
 /// Draws `panels` one above the other, 720 pixels wide, all on the same x
 /// range; each panel's y axis starts at 0.
 pub fn panels(path: &Path, title: &str, x_label: &str, panels: &[Panel]) -> anyhow::Result<()> {
@@ -70,10 +113,7 @@ fn draw(
     };
     let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
     let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min).min(0.0);
-    let height = 60 + 260 * panels.len() as u32;
-    let root = SVGBackend::new(path, (720, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 20))?;
+    let root = figure(path, title, panels.len())?;
     for (area, panel) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
         let y_max = panel
             .series
@@ -81,12 +121,7 @@ fn draw(
             .flat_map(|s| &s.points)
             .map(|p| p.1)
             .fold(0.0, f64::max);
-        let y_max = if y_max > 0.0 { y_max * 1.08 } else { 1.0 };
-        let mut chart = ChartBuilder::on(area)
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x_min..x_max, 0.0..y_max)?;
+        let mut chart = axes(area, 36, x_min..x_max, y_top(y_max, 1.08))?;
         chart
             .configure_mesh()
             .x_desc(x_label)
@@ -143,10 +178,7 @@ fn draw_bars(
     title: &str,
     panels: &[BarPanel],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let height = 60 + 260 * panels.len() as u32;
-    let root = SVGBackend::new(path, (720, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 20))?;
+    let root = figure(path, title, panels.len())?;
     for (area, panel) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
         let n = panel.bars.len().max(1);
         let y_max = panel
@@ -154,12 +186,8 @@ fn draw_bars(
             .iter()
             .map(|b| b.high.max(b.value))
             .fold(0.0, f64::max);
-        let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
-        let mut chart = ChartBuilder::on(area)
-            .margin(12)
-            .x_label_area_size(12)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0..n as f64, 0.0..y_max)?;
+        let y_max = y_top(y_max, 1.15);
+        let mut chart = axes(area, 12, 0.0..n as f64, y_max)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
