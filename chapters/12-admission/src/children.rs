@@ -15,7 +15,7 @@ use anyhow::Context;
 use grpc_client::channel::{Target, endpoint};
 use harness::{RunMeta, child::Role, records};
 use ingest::server::{Listening, ServeConfig};
-use loadgen::{Counters, Schedule, Slot, ingest::CallRecord, ingest::ingest};
+use loadgen::{Counters, Schedule, Slot, Timer, ingest::CallRecord, ingest::ingest};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -135,7 +135,10 @@ pub async fn client() -> anyhow::Result<()> {
         let (channel, counters) = (channel.clone(), counters.clone());
         let (bytes, seed) = (config.message_bytes, config.seed + i as u64);
         calls.push(tokio::spawn(async move {
-            ingest(channel, &slots, bytes, seed, &counters).await
+            // Tokio's 1 ms timer is enough here: this chapter measures queue
+            // residence in tens to hundreds of milliseconds, and one precise
+            // timing thread per stream would compete for the two cores.
+            ingest(channel, &slots, Timer::Tokio, bytes, seed, &counters).await
         }));
     }
     let mut streams: Vec<CallRecord> = Vec::new();

@@ -13,6 +13,7 @@ use std::{
 use anyhow::Context;
 use harness::Folder;
 use loadgen::{
+    Timer,
     cli::code_name,
     open_loop::{Counters, SendError, WhenFull, run_bounded},
     schedule::Schedule,
@@ -95,6 +96,7 @@ pub async fn run_cell(
     let base = Instant::now();
     let records = run_bounded(
         &slots,
+        Timer::Precise,
         MAX_IN_FLIGHT,
         WhenFull::Shed,
         deadline + Duration::from_secs(1),

@@ -10,7 +10,9 @@ use std::{
     time::Duration,
 };
 
-use loadgen::{Counters, SendError, Slot, SlotRecord, WhenFull, cli::code_name, run_bounded};
+use loadgen::{
+    Counters, SendError, Slot, SlotRecord, Timer, WhenFull, cli::code_name, run_bounded,
+};
 use proto::{
     greeter::v1::{HelloRequest, greeter_client::GreeterClient},
     streaming::v1::{Chunk, streamer_client::StreamerClient},
@@ -184,6 +186,15 @@ impl Load {
                 Load::Stream(streams) => Box::pin(streams.call(slot)),
             }
         };
-        run_bounded(slots, max_in_flight, when_full, drain, counters, send).await
+        run_bounded(
+            slots,
+            Timer::Precise,
+            max_in_flight,
+            when_full,
+            drain,
+            counters,
+            send,
+        )
+        .await
     }
 }

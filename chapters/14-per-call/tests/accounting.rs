@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use loadgen::{Counters, Schedule, WhenFull, run_bounded};
+use loadgen::{Counters, Schedule, Timer, WhenFull, run_bounded};
 use per_call::ramp::{KneeReason, Ramp, StepResult, knee, plateau};
 use tokio::sync::Semaphore;
 
@@ -19,6 +19,7 @@ async fn ramp(when_full: WhenFull) -> Vec<StepResult> {
         let counters = Arc::new(Counters::default());
         let records = run_bounded(
             &Schedule::constant(rate, step).slots(),
+            Timer::Tokio,
             8,
             when_full,
             Duration::from_secs(60),

@@ -12,7 +12,7 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use ingest::service::Policy;
-use loadgen::{Counters, Schedule, ingest::ingest};
+use loadgen::{Counters, Schedule, Timer, ingest::ingest};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
@@ -146,7 +146,14 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
 
         let run = tokio::time::timeout(
             Duration::from_secs(600),
-            ingest(channel, &slots, case.message_bytes, 7, &counters),
+            ingest(
+                channel,
+                &slots,
+                Timer::Tokio,
+                case.message_bytes,
+                7,
+                &counters,
+            ),
         )
         .await
         .map_err(|_| TestCaseError::fail("the call never ended"))?;
@@ -211,7 +218,7 @@ fn admission_wait_is_recorded_when_the_budget_holds_the_handler_back() {
         };
         let (ingestor, channel) = common::start(policy, "40ms@0s").await;
         let slots = Schedule::constant(100.0, Duration::from_millis(500)).slots();
-        let run = ingest(channel, &slots, 256, 1, &Counters::default()).await;
+        let run = ingest(channel, &slots, Timer::Tokio, 256, 1, &Counters::default()).await;
         assert!(run.reply.is_ok(), "{:?}", run.reply);
         let rows = ingestor.recorder().messages();
         assert!(

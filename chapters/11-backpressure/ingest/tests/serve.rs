@@ -8,7 +8,7 @@ use std::{path::Path, process::Command, sync::Arc, time::Duration};
 use clap::Parser;
 use grpc_client::channel::{Target, endpoint};
 use ingest::{Args, Command as Sub, server::ServeArgs};
-use loadgen::{Counters, Schedule, ingest::ingest};
+use loadgen::{Counters, Schedule, Timer, ingest::ingest};
 
 fn serve_args(words: &[&str]) -> ServeArgs {
     let args = Args::try_parse_from(["ingest", "serve"].iter().chain(words)).expect("parses");
@@ -74,7 +74,15 @@ async fn one_call_leaves_messages_timeline_budget_and_metadata() {
     };
     let channel = endpoint(&target).unwrap().connect().await.unwrap();
     let slots = Schedule::constant(40.0, Duration::from_millis(500)).slots();
-    let run = ingest(channel, &slots, 1024, 1, &Arc::new(Counters::default())).await;
+    let run = ingest(
+        channel,
+        &slots,
+        Timer::Precise,
+        1024,
+        1,
+        &Arc::new(Counters::default()),
+    )
+    .await;
     let reply = run.reply.expect("the call succeeds");
     let sent = run.records.iter().filter(|r| r.started.is_some()).count() as u64;
     assert_eq!((reply.received, reply.processed), (sent, sent));

@@ -8,7 +8,9 @@
 //! reports, to be stated next to them.
 //!
 //! It drives [`run_bounded`] exactly as a real run does, spawning a task per
-//! slot, so the CPU it reports per slot is the generator's own overhead.
+//! slot, so the CPU it reports per slot is the generator's own overhead. Each
+//! rate runs once with each timer, one after the other, so the two are
+//! compared on the same machine in the same minute.
 
 use std::{sync::Arc, time::Duration};
 
@@ -17,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     open_loop::{Counters, SlotRecord, WhenFull, run_bounded},
+    pacing::Timer,
     schedule::Schedule,
     summary::{Percentiles, Summary},
 };
@@ -28,6 +31,7 @@ const MAX_IN_FLIGHT: usize = 64;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     pub rate_per_s: f64,
+    pub timer: Timer,
     pub slots: u64,
     /// From due to start, every slot: the generator's timing error.
     pub lateness: Percentiles,
@@ -40,8 +44,9 @@ pub struct Calibration {
 impl Calibration {
     pub fn header() -> String {
         format!(
-            "{:>8} {:>7} {:>11} {:>11} {:>11} {:>16} {:>12}",
+            "{:>8} {:>8} {:>7} {:>11} {:>11} {:>11} {:>16} {:>12}",
             "rate/s",
+            "timer",
             "slots",
             "late p50",
             "late p99",
@@ -54,8 +59,9 @@ impl Calibration {
     pub fn line(&self) -> String {
         let share = 100.0 * self.late_over_100us as f64 / self.slots.max(1) as f64;
         format!(
-            "{:>8} {:>7} {:>8.3} ms {:>8.3} ms {:>8.3} ms {:>7} ({:>5.1}%) {:>9.1} µs",
+            "{:>8} {:>8} {:>7} {:>8.3} ms {:>8.3} ms {:>8.3} ms {:>7} ({:>5.1}%) {:>9.1} µs",
             self.rate_per_s,
+            self.timer.to_string(),
             self.slots,
             self.lateness.p50_ms,
             self.lateness.p99_ms,
@@ -67,19 +73,25 @@ impl Calibration {
     }
 }
 
-/// One run per rate, `duration` each, in the order given; returns each
-/// rate's figures, and every slot's record with `step` the rate's position.
+/// One run per rate and timer, `duration` each, rates in the order given and
+/// the timers in turn at each; returns each run's figures, and every slot's
+/// record with `step` the run's position.
 pub async fn calibrate(
     rates: &[f64],
+    timers: &[Timer],
     duration: Duration,
     counters: Arc<Counters>,
 ) -> (Vec<Calibration>, Vec<SlotRecord>) {
     let (mut calibrations, mut all) = (Vec::new(), Vec::new());
-    for (step, &rate) in rates.iter().enumerate() {
+    let runs = rates
+        .iter()
+        .flat_map(|&r| timers.iter().map(move |&t| (r, t)));
+    for (step, (rate, timer)) in runs.enumerate() {
         let slots = Schedule::constant(rate, duration).slots();
         let cpu_before = cpu_ns(Pid::This);
         let mut records = run_bounded(
             &slots,
+            timer,
             MAX_IN_FLIGHT,
             WhenFull::Defer,
             Duration::from_secs(1),
@@ -96,6 +108,7 @@ pub async fn calibrate(
             .count() as u64;
         let calibration = Calibration {
             rate_per_s: rate,
+            timer,
             slots: summary.scheduled,
             lateness: summary.lateness,
             late_over_100us,
@@ -116,8 +129,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn every_slot_is_sent_once_and_counted() {
         let counters = Arc::new(Counters::default());
-        let (calibrations, records) =
-            calibrate(&[100.0, 1000.0], Duration::from_secs(1), counters.clone()).await;
+        let (calibrations, records) = calibrate(
+            &[100.0, 1000.0],
+            &[Timer::Tokio],
+            Duration::from_secs(1),
+            counters.clone(),
+        )
+        .await;
         let slots: Vec<u64> = calibrations.iter().map(|c| c.slots).collect();
         assert_eq!(slots, [100, 1000]);
         for (step, calibration) in calibrations.iter().enumerate() {

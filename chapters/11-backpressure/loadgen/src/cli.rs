@@ -16,6 +16,7 @@ use crate::{
     calibrate::{Calibration, calibrate},
     ingest::ingest,
     open_loop::{Counters, SendError, WhenFull, run_bounded},
+    pacing::Timer,
     schedule::{Schedule, Step},
     summary::Summary,
 };
@@ -44,6 +45,9 @@ pub struct Args {
         default_value = "80/s:10s"
     )]
     pub steps: Vec<Step>,
+    /// How the generator waits for each send's due time (calibrate runs both)
+    #[arg(long, global = true, value_enum, default_value_t = Timer::Precise)]
+    pub timer: Timer,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -134,7 +138,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             message_bytes,
             seed,
         } => {
-            let run = ingest(channel, &slots, message_bytes, seed, &counters).await;
+            let run = ingest(channel, &slots, args.timer, message_bytes, seed, &counters).await;
             let reply = match &run.reply {
                 Ok(r) => format!(
                     "server: received {} processed {} bytes {}; call took {:.2} s",
@@ -159,6 +163,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let drain = deadline + Duration::from_secs(1);
             let records = run_bounded(
                 &slots,
+                args.timer,
                 max_in_flight,
                 when_full,
                 drain,
@@ -217,17 +222,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `loadgen calibrate`: prints a line per rate, writes every slot and
-/// the figures.
+/// Runs `loadgen calibrate`: prints a line per rate and timer, writes every
+/// slot and the figures.
 async fn run_calibration(folder: &Folder, rates: &[f64], duration: Duration) -> anyhow::Result<()> {
     eprintln!(
-        "the generator against a call that does nothing, {:.1} s at each of {} rates",
+        "the generator against a call that does nothing, {:.1} s at each of {} rates with each timer",
         duration.as_secs_f64(),
         rates.len()
     );
     let counters = Arc::new(Counters::default());
     let progress = tokio::spawn(progress(counters.clone()));
-    let (calibrations, records) = calibrate(rates, duration, counters).await;
+    let (calibrations, records) =
+        calibrate(rates, &[Timer::Tokio, Timer::Precise], duration, counters).await;
     progress.abort();
     println!("{}", Calibration::header());
     for calibration in &calibrations {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     open_loop::{Counters, SendError, SlotRecord, run_skipping},
+    pacing::Timer,
     schedule::Slot,
     summary::Summary,
 };
@@ -66,6 +67,7 @@ impl IngestRun {
 pub async fn ingest(
     channel: Channel,
     slots: &[Slot],
+    timer: Timer,
     message_bytes: usize,
     seed: u64,
     counters: &Counters,
@@ -75,7 +77,7 @@ pub async fn ingest(
     let mut client = IngestClient::new(channel).max_decoding_message_size(usize::MAX);
     let call = tokio::spawn(async move { client.ingest(ReceiverStream::new(rx)).await });
     let mut rng = StdRng::seed_from_u64(seed);
-    let records = run_skipping(slots, counters, |slot| {
+    let records = run_skipping(slots, timer, counters, |slot| {
         let mut data = vec![0; message_bytes];
         rng.fill_bytes(&mut data);
         let tx = &tx;

@@ -26,10 +26,10 @@ use serde::{Deserialize, Serialize};
 use tokio::{
     sync::Semaphore,
     task::JoinSet,
-    time::{Instant, sleep_until, timeout},
+    time::{Instant, timeout},
 };
 
-use crate::schedule::Slot;
+use crate::{pacing::Timer, schedule::Slot};
 
 /// What became of one slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +154,7 @@ impl Counters {
 /// send is blocked are skipped, never caught up.
 pub async fn run_skipping<F, Fut>(
     slots: &[Slot],
+    timer: Timer,
     counters: &Counters,
     mut send: F,
 ) -> Vec<SlotRecord>
@@ -162,35 +163,38 @@ where
     Fut: Future<Output = Result<(), SendError>>,
 {
     let start = Instant::now();
+    let mut ticks = timer.ticks(start, slots);
     let mut free_since = start;
     let mut records = Vec::with_capacity(slots.len());
-    let mut broken = false;
-    for &slot in slots {
-        let due = start + slot.due;
-        if broken {
-            records.push(SlotRecord::not_sent(slot, Outcome::Aborted));
-            continue;
-        }
+    while let Some(due) = ticks.next().await {
+        let slot = due.slot;
         Counters::add(&counters.due);
         // Due while the previous send was still blocked: skipped. Sending it
         // now would be catching up, a burst the schedule never asked for.
-        if due < free_since {
+        if start + slot.due < free_since {
             Counters::add(&counters.skipped);
             records.push(SlotRecord::not_sent(slot, Outcome::Skipped));
             continue;
         }
-        sleep_until(due).await;
+        due.wait().await;
         let started = Instant::now();
         Counters::add(&counters.sent);
         let result = send(slot).await;
         free_since = Instant::now();
         counters.finished(&result);
-        broken = matches!(&result, Err(e) if e.fatal);
+        let broken = matches!(&result, Err(e) if e.fatal);
         records.push(SlotRecord {
             started: Some(started - start),
             ended: Some(free_since - start),
             ..record(slot, result)
         });
+        if broken {
+            break;
+        }
+    }
+    // After a fatal failure, the rest of the schedule is never tried.
+    for &slot in &slots[records.len()..] {
+        records.push(SlotRecord::not_sent(slot, Outcome::Aborted));
     }
     records
 }
@@ -223,6 +227,7 @@ pub enum WhenFull {
 /// are cancelled and recorded as [`Outcome::Unfinished`], so a run always ends.
 pub async fn run_bounded<F, Fut>(
     slots: &[Slot],
+    timer: Timer,
     max_in_flight: usize,
     when_full: WhenFull,
     drain: Duration,
@@ -234,11 +239,12 @@ where
     Fut: Future<Output = Result<(), SendError>> + Send + 'static,
 {
     let start = Instant::now();
+    let mut ticks = timer.ticks(start, slots);
     let places = Arc::new(Semaphore::new(max_in_flight.max(1)));
     let mut records = Vec::with_capacity(slots.len());
     let mut running = JoinSet::new();
-    for &slot in slots {
-        sleep_until(start + slot.due).await;
+    while let Some(due) = ticks.next().await {
+        let slot = due.slot;
         Counters::add(&counters.due);
         let (place, deferred) = match places.clone().try_acquire_owned() {
             Ok(place) => (place, false),
@@ -254,10 +260,13 @@ where
             }
         };
         Counters::add(&counters.sent);
-        let started = Instant::now() - start;
         let call = call(slot);
         let counters = counters.clone();
         running.spawn(async move {
+            // The send starts in its own task, on whichever thread runs it:
+            // a busy runtime's delay is part of the lateness.
+            due.wait().await;
+            let started = Instant::now() - start;
             let result = call.await;
             drop(place);
             counters.finished(&result);
@@ -312,7 +321,7 @@ mod tests {
     async fn skipped_slots_are_never_caught_up() {
         let slots = Schedule::constant(10.0, Duration::from_secs(1)).slots();
         let counters = Counters::default();
-        let records = run_skipping(&slots, &counters, |slot| async move {
+        let records = run_skipping(&slots, Timer::Tokio, &counters, |slot| async move {
             sleep(if slot.index == 2 { ms(350) } else { ms(1) }).await;
             Ok(())
         })
@@ -334,15 +343,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_fatal_failure_aborts_the_rest() {
         let slots = Schedule::constant(10.0, Duration::from_secs(1)).slots();
-        let records = run_skipping(&slots, &Counters::default(), |slot| async move {
-            match slot.index {
-                4 => Err(SendError {
-                    code: "stream closed".into(),
-                    fatal: true,
-                }),
-                _ => Ok(()),
-            }
-        })
+        let records = run_skipping(
+            &slots,
+            Timer::Tokio,
+            &Counters::default(),
+            |slot| async move {
+                match slot.index {
+                    4 => Err(SendError {
+                        code: "stream closed".into(),
+                        fatal: true,
+                    }),
+                    _ => Ok(()),
+                }
+            },
+        )
         .await;
         assert_eq!(records.len(), 10);
         assert_eq!(records[4].outcome, Outcome::Failed);
@@ -358,6 +372,7 @@ mod tests {
             let counters = Arc::new(Counters::default());
             let records = run_bounded(
                 &slots,
+                Timer::Tokio,
                 2,
                 when_full,
                 ms(5000),
@@ -394,6 +409,7 @@ mod tests {
         let slots = Schedule::constant(10.0, Duration::from_millis(300)).slots();
         let records = run_bounded(
             &slots,
+            Timer::Tokio,
             8,
             WhenFull::Shed,
             ms(100),

@@ -12,7 +12,7 @@ use harness::{
     child::{Child, Spawn},
 };
 use loadgen::{
-    Counters, Schedule,
+    Counters, Schedule, Timer,
     ingest::{SENDS, ingest},
 };
 use program::duration::Show;
@@ -104,6 +104,7 @@ async fn run_arm(
     let call = ingest(
         channel,
         &schedule.slots(),
+        Timer::Precise,
         config.message_bytes,
         1,
         &counters,
