@@ -182,6 +182,14 @@ mod tests {
                 .and_then(|t| t.trim().parse().ok()))
         })
         .unwrap();
+        // Signal only once bash has become the sleep: bash defers a SIGINT
+        // that arrives between the echo and the exec, and the exec then
+        // drops it, so an earlier signal would leave the sleep running.
+        wait::until(Duration::from_secs(60), "the exec of sleep", || {
+            let comm = std::fs::read_to_string(format!("/proc/{inner}/comm")).unwrap_or_default();
+            Ok((comm.trim() == "sleep").then_some(()))
+        })
+        .unwrap();
         let status = guard.stop(Signal::INT, Duration::from_secs(60)).unwrap();
         assert!(!status.success());
         // The sleep was bash's grandchild; init reaps it once it has died.

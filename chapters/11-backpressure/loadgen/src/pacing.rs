@@ -185,9 +185,9 @@ struct Clock {
 
 impl Clock {
     // ANCHOR: keep_time
-    /// Hands each slot to `due` one recent hand-over time before it is due
-    /// (the send's task waits out the rest: [`Due::wait`]). Ends after the last slot, or as
-    /// soon as nobody listens.
+    /// Hands each slot to `due` a little before it is due, by twice the
+    /// recent hand-over time (the send's task waits out the rest, in
+    /// [`Due::wait`]). Ends after the last slot, or as soon as nobody listens.
     fn keep_time(&self, due: &mpsc::UnboundedSender<Tick>) {
         #[cfg(target_os = "linux")]
         let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1)); // 1 ns
