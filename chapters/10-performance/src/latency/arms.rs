@@ -125,12 +125,12 @@ pub async fn arms(servers: &Servers, fresh: bool) -> anyhow::Result<Vec<Arm>> {
             .no_proxy()
             .pool_max_idle_per_host(0)
             .build()?;
-        let fresh = |label: &str, grpc: bool, http: Http, resumed: bool| {
+        let fresh_conn = |label: &str, grpc: bool, http: Http, resumed: bool| {
             anyhow::Ok(arm(label, s.fresh(grpc, http, resumed)?))
         };
         vec![
-            fresh("gRPC fresh conn, resumed TLS", true, Http::H2, true)?,
-            fresh("gRPC fresh conn, full TLS", true, Http::H2, false)?,
+            fresh_conn("gRPC fresh conn, resumed TLS", true, Http::H2, true)?,
+            fresh_conn("gRPC fresh conn, full TLS", true, Http::H2, false)?,
             arm(
                 "gRPC naive (new endpoint+channel)",
                 Caller::NaiveGrpc {
@@ -138,10 +138,10 @@ pub async fn arms(servers: &Servers, fresh: bool) -> anyhow::Result<Vec<Arm>> {
                     ca: s.ca.clone(),
                 },
             ),
-            fresh("REST fresh conn, resumed TLS (h2)", false, Http::H2, true)?,
-            fresh("REST fresh conn, full TLS (h2)", false, Http::H2, false)?,
-            fresh("REST fresh conn, resumed (http/1.1)", false, Http::H1, true)?,
-            fresh(
+            fresh_conn("REST fresh conn, resumed TLS (h2)", false, Http::H2, true)?,
+            fresh_conn("REST fresh conn, full TLS (h2)", false, Http::H2, false)?,
+            fresh_conn("REST fresh conn, resumed (http/1.1)", false, Http::H1, true)?,
+            fresh_conn(
                 "REST fresh conn, full TLS (http/1.1)",
                 false,
                 Http::H1,

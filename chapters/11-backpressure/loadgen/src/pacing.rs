@@ -23,7 +23,6 @@
 //! which a thread of real time cannot follow, and for comparison.
 
 use std::{
-    num::NonZeroU64,
     slice,
     sync::{
         Arc,
@@ -151,7 +150,7 @@ impl Due {
     /// Returns at the slot's due time, never before. Run it where the send
     /// will run (in the send's own task): waking a parked runtime thread is
     /// most of the hand-over time, so it is measured here, and the timing
-    /// thread hands each later slot over that much early. Until the due
+    /// thread hands each later slot over early by twice its average. Until the due
     /// time the task yields, so other tasks on its thread keep running.
     pub async fn wait(self) -> Slot {
         if let Some((sent, handoff)) = self.handed {
@@ -190,7 +189,7 @@ impl Clock {
     /// [`Due::wait`]). Ends after the last slot, or as soon as nobody listens.
     fn keep_time(&self, due: &mpsc::UnboundedSender<Tick>) {
         #[cfg(target_os = "linux")]
-        let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1)); // 1 ns
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)); // 1 ns
         // How late the kernel wakes this thread, averaged: the spin covers it.
         let mut oversleep = Duration::from_micros(50);
         for &slot in &self.slots {
