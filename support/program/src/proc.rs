@@ -75,6 +75,11 @@ pub fn cpu_ns(pid: Pid) -> u64 {
     }
 }
 
+/// CPU time of the calling thread so far, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(ClockId::ThreadCPUTime)
+}
+
 fn clock_ns(clock: ClockId) -> u64 {
     let t = rustix::time::clock_gettime(clock);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
@@ -196,7 +201,7 @@ mod tests {
         let before = cpu_ns(Pid::This);
         // The thread spins until the kernel has counted 20 ms of CPU for it,
         // however busy the machine is, then ends.
-        std::thread::spawn(|| while clock_ns(ClockId::ThreadCPUTime) < 20_000_000 {})
+        std::thread::spawn(|| while thread_cpu_ns() < 20_000_000 {})
             .join()
             .unwrap();
         assert!(cpu_ns(Pid::This) - before >= 20_000_000);

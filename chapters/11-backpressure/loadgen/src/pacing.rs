@@ -17,7 +17,9 @@
 //! keep the core at high rates, where the thread spins most of the time.
 //! Handing a slot to the async side costs time too, mostly waking a parked
 //! runtime thread, so the thread hands each slot over a little early and
-//! the send's own task waits out the rest ([`Due::wait`]).
+//! the send's own task waits out the rest ([`Due::wait`]). At high rates
+//! it does not: the runtime is seldom parked, and tasks waiting on its
+//! threads would take CPU from the sends.
 //!
 //! [`Timer::Tokio`] remains for tests in virtual time (`tokio::time::pause`),
 //! which a thread of real time cannot follow, and for comparison.
@@ -108,7 +110,10 @@ impl Timer {
                 };
                 thread::Builder::new()
                     .name("loadgen-timer".into())
-                    .spawn(move || clock.keep_time(&tx))
+                    .spawn(move || {
+                        clock.keep_time(&tx);
+                        TIMING_CPU_NS.fetch_add(program::proc::thread_cpu_ns(), Ordering::Relaxed);
+                    })
                     .expect("the OS starts a thread");
                 Source::Thread { ticks, handoff }
             }
@@ -166,6 +171,18 @@ impl Due {
     // ANCHOR_END: wait
 }
 
+/// CPU time spent by every timing thread of this process that has ended, in
+/// nanoseconds. A thread adds its own when its schedule ends, before the last
+/// [`Ticks::next`] returns `None`.
+static TIMING_CPU_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The CPU time the precise timer's threads have spent so far, all of it
+/// sleeping or spinning to keep time: subtracted from the process's CPU time,
+/// what is left is the sends' (chapter 14 does that).
+pub fn timing_cpu_ns() -> u64 {
+    TIMING_CPU_NS.load(Ordering::Relaxed)
+}
+
 /// The spin before a due time is never shorter than this, nor longer than
 /// `MAX_SPIN`; in between it is twice the sleeps' recent oversleep.
 const MIN_SPIN: Duration = Duration::from_micros(50);
@@ -186,20 +203,31 @@ impl Clock {
     // ANCHOR: keep_time
     /// Hands each slot to `due` a little before it is due, by twice the
     /// recent hand-over time (the send's task waits out the rest, in
-    /// [`Due::wait`]). Ends after the last slot, or as soon as nobody listens.
+    /// [`Due::wait`]), or at its due time where slots come close together.
+    /// Ends after the last slot, or as soon as nobody listens.
     fn keep_time(&self, due: &mpsc::UnboundedSender<Tick>) {
         #[cfg(target_os = "linux")]
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)); // 1 ns
         // How late the kernel wakes this thread, averaged: the spin covers it.
         let mut oversleep = Duration::from_micros(50);
+        let mut previous = Duration::ZERO;
         for &slot in &self.slots {
-            // Twice the average, so that most hand-overs fit in it.
-            let lead =
-                (Duration::from_nanos(self.handoff.load(Ordering::Relaxed)) * 2).min(MAX_LEAD);
+            let spin = (oversleep * 2).clamp(MIN_SPIN, MAX_SPIN);
+            // Twice the average, so that most hand-overs fit in it; none where
+            // slots come closer together than four spins. There the sends'
+            // tasks would spend the gaps waiting on the runtime's threads, on
+            // the CPU that the sends themselves need, and a runtime that busy
+            // is seldom parked, so handing a slot over takes little time.
+            let dense = slot.due.saturating_sub(previous) < spin * 4;
+            previous = slot.due;
+            let lead = if dense {
+                Duration::ZERO
+            } else {
+                (Duration::from_nanos(self.handoff.load(Ordering::Relaxed)) * 2).min(MAX_LEAD)
+            };
             let at = (self.start + slot.due)
                 .checked_sub(lead)
                 .unwrap_or(self.start);
-            let spin = (oversleep * 2).clamp(MIN_SPIN, MAX_SPIN);
             let now = std::time::Instant::now();
             if at > now + spin {
                 let wake = at - spin;
@@ -228,6 +256,7 @@ mod tests {
     #[tokio::test]
     async fn precise_ticks_come_in_order_and_never_early() {
         let slots = Schedule::constant(2000.0, Duration::from_millis(100)).slots();
+        let spent_before = timing_cpu_ns();
         let start = Instant::now();
         let mut ticks = Timer::Precise.ticks(start, &slots);
         let mut seen = Vec::new();
@@ -238,6 +267,10 @@ mod tests {
             seen.push(slot.index);
         }
         assert_eq!(seen, (0..slots.len() as u64).collect::<Vec<_>>());
+        assert!(
+            timing_cpu_ns() > spent_before,
+            "the ended thread's CPU time is counted"
+        );
     }
 
     /// Nobody listening ends the thread at its next slot, not at the end of
