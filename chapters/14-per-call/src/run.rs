@@ -143,17 +143,13 @@ async fn one_ramp(
         );
         let slots = Schedule::constant(rate, c.step).slots();
         let before = snapshot(&mut server).await?;
-        // The generator's CPU is its sends': the precise timer's own thread,
-        // which spins through the gaps between slots and yields to the
-        // sends, is left out.
-        let client_before = proc::cpu_ns(Pid::This) - pacing::timing_cpu_ns();
+        let client_before = sends_cpu_ns();
         let started = std::time::Instant::now();
         let records: Vec<SlotRecord> = drive(slots, counters).await;
         let wall = started.elapsed();
         *ctx.now.lock().expect("not poisoned") = Default::default();
         let delta = snapshot(&mut server).await?.since(&before);
-        let client_cpu = (proc::cpu_ns(Pid::This) - pacing::timing_cpu_ns() - client_before) as f64
-            / wall.as_nanos() as f64;
+        let client_cpu = (sends_cpu_ns() - client_before) as f64 / wall.as_nanos() as f64;
         let units = match shape {
             Shape::Unary => delta.unary_calls,
             Shape::Stream => delta.messages,
@@ -287,4 +283,11 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     folder.write_json(SYSCALLS, &syscalls)?;
     ticker.abort();
     Ok(())
+}
+
+/// The generator's CPU time so far, its sends' alone: the precise timer's own
+/// thread, which spins through the gaps between slots and yields to the sends,
+/// is left out.
+fn sends_cpu_ns() -> u64 {
+    proc::cpu_ns(Pid::This) - pacing::timing_cpu_ns()
 }
