@@ -11,6 +11,8 @@
 //!   parser (`cargo run ...`) or run by a step of `book/observe/*.toml`
 //!   (everything else), which `cargo xtask observe --check` reruns in CI, and
 //!   every observed file a page shows is one a step writes (`commands.rs`);
+//! - every measured figure in a sentence is drawn from a run's output or
+//!   marked for what it is (`figures.rs`);
 //! - the answers appendix is what `cargo xtask answers` would write.
 
 use std::{
@@ -21,6 +23,7 @@ use std::{
 use crate::{
     anchors,
     commands::{check_commands, check_observed},
+    figures,
     markdown::Page,
     observe, quiz,
 };
@@ -150,6 +153,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     }
     check_observed(book, &pages, &mut problems)?;
     anchors::check(&book.root, &pages, &mut problems)?;
+    figures::check(book, &pages, &mut problems)?;
     match book.quizzes() {
         Ok(quizzes) => {
             let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();

@@ -17,6 +17,7 @@ mod browser;
 mod check;
 mod clis;
 mod commands;
+mod figures;
 mod markdown;
 mod observe;
 mod quiz;

@@ -1,0 +1,60 @@
+//! The mdBook preprocessor: `book.toml` runs it after the includes and the
+//! quizzes are expanded, so a figure in an included part or a quiz is filled in
+//! too. mdBook calls it twice: `supports <renderer>` (every renderer is fine),
+//! then with `[context, book]` as JSON on stdin, expecting the book back.
+//!
+//! The book is edited as JSON rather than through mdBook's own types, which
+//! would pull mdBook into the workspace: only each chapter's `content` changes.
+
+use std::{collections::HashMap, io::Read, path::PathBuf, process::ExitCode};
+
+use anyhow::Context;
+use serde_json::Value;
+
+fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("supports") {
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mdbook-figures: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let [context, mut book]: [Value; 2] =
+        serde_json::from_str(&input).context("mdBook sent something other than [context, book]")?;
+    let root = context
+        .get("root")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .context("the context names no book root")?;
+    let values = mdbook_figures::Figures::load(&root)?.resolve()?;
+    fill(&mut book, &values)?;
+    serde_json::to_writer(std::io::stdout().lock(), &book)?;
+    Ok(())
+}
+
+/// Every chapter is an object with `content` and `sub_items`, wherever it sits.
+fn fill(node: &mut Value, values: &HashMap<String, String>) -> anyhow::Result<()> {
+    match node {
+        Value::Object(map) => {
+            if map.contains_key("sub_items") {
+                let name = map.get("name").and_then(Value::as_str).unwrap_or("?");
+                let name = name.to_string();
+                if let Some(Value::String(content)) = map.get_mut("content") {
+                    *content = mdbook_figures::expand(content, values)
+                        .with_context(|| format!("in the chapter {name:?}"))?;
+                }
+            }
+            map.values_mut().try_for_each(|v| fill(v, values))
+        }
+        Value::Array(items) => items.iter_mut().try_for_each(|v| fill(v, values)),
+        _ => Ok(()),
+    }
+}
