@@ -82,12 +82,6 @@ impl Figures {
         })
     }
 
-    /// The same figures, read from another copy of `book/src/` (the outputs
-    /// `cargo xtask observe --check` just wrote).
-    pub fn reading_from(self, src: PathBuf) -> Figures {
-        Figures { src, ..self }
-    }
-
     /// Every figure's value, or the first one that cannot be found.
     pub fn resolve(&self) -> anyhow::Result<HashMap<String, String>> {
         let mut files: HashMap<&str, String> = HashMap::new();

@@ -45,8 +45,11 @@ fn fill(node: &mut Value, values: &HashMap<String, String>) -> anyhow::Result<()
     match node {
         Value::Object(map) => {
             if map.contains_key("sub_items") {
-                let name = map.get("name").and_then(Value::as_str).unwrap_or("?");
-                let name = name.to_string();
+                let name = map
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
                 if let Some(Value::String(content)) = map.get_mut("content") {
                     *content = mdbook_figures::expand(content, values)
                         .with_context(|| format!("in the chapter {name:?}"))?;
