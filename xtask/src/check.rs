@@ -239,7 +239,7 @@ pub fn check_links(page: &Page, problems: &mut Vec<String>) {
             }
         };
         if let (Some(fragment), Some(linked)) = (fragment, linked)
-            && !linked.heading_ids().iter().any(|id| id == fragment)
+            && !headings_with_parts(&linked).iter().any(|id| id == fragment)
         {
             problems.push(format!(
                 "{}: links to #{fragment}, which is no heading of {}",
@@ -248,6 +248,22 @@ pub fn check_links(page: &Page, problems: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// A page's heading ids, with those of the Markdown parts it includes
+/// (`{{#include parts/ch10-retry-exercise.md}}`): mdBook gives them ids in
+/// the page that includes them.
+fn headings_with_parts(page: &Page) -> Vec<String> {
+    let mut ids = page.heading_ids();
+    for (_, argument) in page.directives("include") {
+        let path = page.dir().join(argument.trim());
+        if path.extension().is_some_and(|e| e == "md")
+            && let Ok(part) = Page::read(&path)
+        {
+            ids.extend(headings_with_parts(&part));
+        }
+    }
+    ids
 }
 
 pub fn check_shape(page: &Page, problems: &mut Vec<String>) {

@@ -18,6 +18,7 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("perf", "choose_deadline", parse::<perf::choose::Args>),
     ("perf", "frontend", parse::<perf::propagation::Args>),
     ("perf", "retry_storm", parse::<perf::retry::Args>),
+    ("perf", "silent", parse::<perf::silent::Args>),
     ("proto", "wire_size", parse::<proto::cli::WireSizeArgs>),
     ("proto", "grpc_frame", parse::<proto::cli::GrpcFrameArgs>),
     ("certs", "certs", parse::<certs::cli::Args>),

@@ -8,6 +8,8 @@
 //!   book's commands still work;
 //! - `check-book` checks includes, links, chapter shape, quizzes and every
 //!   command in the book against the real programs;
+//! - `hand-typed` lists the figures a page still types by hand (the ones
+//!   check-book would reject once the page leaves its pending list);
 //! - `answers` regenerates the answers appendix from the quizzes;
 //! - `browser` opens the built book in headless Chromium and checks that a
 //!   quiz and a plot really render.
@@ -50,6 +52,12 @@ enum Task {
     },
     /// Check the book against the code: includes, links, shape, quizzes, commands
     CheckBook,
+    /// List the numbers with a unit that pages type by hand instead of drawing from a run
+    HandTyped {
+        /// Pages under book/src/ (ch06-clients.md ...); every page when none is named
+        #[arg(value_name = "PAGE")]
+        pages: Vec<String>,
+    },
     /// Regenerate book/src/answers.md from book/quizzes/
     Answers,
     /// Render the built book in headless Chromium; screenshots go to target/browser/
@@ -62,6 +70,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Observe { chapters, check } => observe::observe(&root, &chapters, check),
         Task::CheckBook => check_book(&root),
+        Task::HandTyped { pages } => figures::list_hand_typed(&Book { root: root.clone() }, &pages),
         Task::Answers => answers(&root),
         Task::Browser => browser::check(&root),
     };

@@ -17,9 +17,11 @@ use crate::{
     report::Failure,
 };
 
-/// How long a connection attempt (TCP and TLS handshake) may take. Without it
-/// a call to an address that drops packets waits for the operating system's
-/// TCP timeout, which is minutes.
+/// How long each step of connecting may take: the TCP connect, and then the
+/// TLS handshake. Without the first, a call to an address that drops packets
+/// waits for the operating system's TCP timeout, which is minutes; without
+/// the second, a server that accepts and never answers holds the call forever.
+/// A call's deadline covers neither (chapter 10, step 4).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where to connect and with which credentials.
@@ -43,9 +45,13 @@ impl Target {
 
 // ANCHOR: endpoint
 /// The endpoint: the address, TLS that trusts only our CA, and the connect
-/// timeout. Building it reads the certificate files but opens no connection.
+/// timeouts. Building it reads the certificate files but opens no connection.
 pub fn endpoint(target: &Target) -> anyhow::Result<Endpoint> {
-    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(&target.ca)?));
+    // tonic's `connect_timeout` bounds the TCP connect only; the TLS handshake
+    // after it has its own timeout, which is off unless set here.
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read(&target.ca)?))
+        .timeout(CONNECT_TIMEOUT);
     if let Some((cert, key)) = &target.identity {
         tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
     }

@@ -8,6 +8,8 @@
 //! - [`retry`]: what retrying every DEADLINE_EXCEEDED does to a slow server, and
 //!   the fix (idempotent-only, backoff with jitter, a retry budget, one overall
 //!   deadline).
+//! - [`silent`]: a server that accepts connections and never answers, to
+//!   show that a deadline does not cover connecting.
 //! - [`choose`]: measure a method's p99 under a concurrency and suggest a deadline.
 //! - [`stats`]: percentiles (exact by the nearest rank, or from an HDR
 //!   histogram), medians and spreads: this chapter's, and every later one's.
@@ -16,4 +18,5 @@ pub mod choose;
 pub mod latency;
 pub mod propagation;
 pub mod retry;
+pub mod silent;
 pub mod stats;

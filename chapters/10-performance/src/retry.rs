@@ -17,10 +17,11 @@
 //! - Clients are open-loop: call `i` starts at its scheduled time whatever
 //!   happened to earlier calls, like users who do not wait for each other.
 //! - [`Policy::Naive`] retries every failure at once, each attempt with a fresh
-//!   full timeout. [`Policy::Budgeted`] is the fix: retry only idempotent calls,
-//!   back off exponentially with full jitter, spend from a retry budget shared
-//!   by all calls ([`RetryThrottle`], gRPC's retry throttling), and keep one
-//!   overall deadline across all attempts of a call.
+//!   full timeout. Each later policy adds one rule to the one before it, so
+//!   that a comparison (`--compare`) shows what each rule changes: one overall
+//!   deadline with a timeout per attempt, then retrying only idempotent calls,
+//!   then backoff with full jitter, then a retry budget shared by all calls
+//!   ([`RetryThrottle`], gRPC's retry throttling).
 
 use std::{
     sync::{
@@ -35,20 +36,46 @@ use tokio::{
     time::{Instant, sleep, sleep_until, timeout},
 };
 
-/// How failed calls are retried.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+// ANCHOR: policy
+/// How failed calls are retried. Each policy is the one before it plus one
+/// rule, so that two neighbours differ in one variable.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Policy {
     /// Retry every failure immediately, each attempt with a fresh full timeout
     Naive,
-    /// Idempotent calls only, backoff with jitter, a retry budget, one overall deadline
+    /// + one overall deadline; each attempt gets at most the attempt timeout of what is left
+    Deadline,
+    /// + retry only calls that are idempotent
+    Idempotent,
+    /// + exponential backoff with full jitter before each retry
+    Backoff,
+    /// + a retry budget shared by all calls (gRPC's retry throttling)
     Budgeted,
 }
+
+impl Policy {
+    pub const ALL: [Policy; 5] = [
+        Policy::Naive,
+        Policy::Deadline,
+        Policy::Idempotent,
+        Policy::Backoff,
+        Policy::Budgeted,
+    ];
+
+    /// Whether this policy keeps the rule `added` (its own or an earlier one's).
+    fn has(self, added: Policy) -> bool {
+        self >= added
+    }
+}
+// ANCHOR_END: policy
 
 /// gRPC's retry throttling (gRFC A6): a token bucket shared by every call to one
 /// server. Each failed attempt takes a token, each success gives back `ratio`
 /// of one; while the bucket holds no more than half of `max_tokens`, no call
 /// may retry. A healthy server keeps the bucket full; a failing one empties it
 /// after a handful of failures, and retries stop until successes refill it.
+/// gRPC clients throttle only when a service config asks them to, with the
+/// numbers it gives; there is no default.
 #[derive(Debug, Clone)]
 pub struct RetryThrottle {
     max_tokens: f64,
@@ -57,8 +84,8 @@ pub struct RetryThrottle {
 }
 
 impl RetryThrottle {
-    /// gRPC's usual settings: 10 tokens, 0.1 back per success.
-    pub fn grpc_default() -> RetryThrottle {
+    /// The example values of gRFC A6: 10 tokens, 0.1 back per success.
+    pub fn a6_example() -> RetryThrottle {
         RetryThrottle::new(10.0, 0.1)
     }
 
@@ -126,8 +153,12 @@ pub struct Config {
     pub slow_from: Duration,
     pub slow_until: Duration,
     pub slow_factor: f64,
-    /// The caller's deadline. Naive: per attempt. Budgeted: for the whole call.
+    /// The caller's deadline. Naive: per attempt. The others: for the whole
+    /// call, all attempts and backoffs included.
     pub deadline: Duration,
+    /// From `Deadline` on: one attempt's timeout, capped by what is left of
+    /// the deadline. Shorter than the deadline, so that a retry has time left.
+    pub attempt_timeout: Duration,
     /// At most this many attempts per call, under either policy.
     pub max_attempts: u32,
     /// Every n-th call changes state (not idempotent); 0 means none does.
@@ -136,7 +167,8 @@ pub struct Config {
     /// [0, min(cap, base * 2^(n-1))] ("full jitter").
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
-    /// Retry budget: gRPC throttling's max tokens and token ratio.
+    /// Retry budget: gRPC throttling's max tokens and token ratio (gRFC A6's
+    /// example values by default).
     pub budget_tokens: f64,
     pub budget_ratio: f64,
     /// Seed of the jitter's random numbers, so a run can be repeated.
@@ -156,6 +188,7 @@ impl Default for Config {
             slow_until: Duration::from_secs(5),
             slow_factor: 4.0,
             deadline: Duration::from_millis(300),
+            attempt_timeout: Duration::from_millis(100),
             max_attempts: 5,
             non_idempotent_every: 5,
             backoff_base: Duration::from_millis(25),
@@ -175,6 +208,7 @@ struct Counters {
     failed: AtomicU64,
     attempts: AtomicU64,
     retries: AtomicU64,
+    rescued: AtomicU64,
     retries_refused_budget: AtomicU64,
     retries_refused_idempotency: AtomicU64,
     retries_refused_deadline: AtomicU64,
@@ -198,6 +232,8 @@ pub struct Snapshot {
     /// Attempts sent to the server (first tries and retries).
     pub attempts: u64,
     pub retries: u64,
+    /// Calls that failed at first and succeeded on a retry.
+    pub rescued: u64,
     /// Retries not made, and why.
     pub retries_refused_budget: u64,
     pub retries_refused_idempotency: u64,
@@ -222,6 +258,15 @@ impl Snapshot {
             0.0
         } else {
             self.attempts as f64 / self.calls as f64
+        }
+    }
+
+    /// The share of the server's work spent on attempts nobody waited for.
+    pub fn wasted_share(&self) -> f64 {
+        if self.busy.is_zero() {
+            0.0
+        } else {
+            self.wasted.as_secs_f64() / self.busy.as_secs_f64()
         }
     }
 
@@ -256,6 +301,7 @@ impl Shared {
             failed: get(&c.failed),
             attempts: get(&c.attempts),
             retries: get(&c.retries),
+            rescued: get(&c.rescued),
             retries_refused_budget: get(&c.retries_refused_budget),
             retries_refused_idempotency: get(&c.retries_refused_idempotency),
             retries_refused_deadline: get(&c.retries_refused_deadline),
@@ -264,7 +310,10 @@ impl Shared {
             peak_queued: get(&c.peak_queued),
             busy: Duration::from_micros(get(&c.busy_us)),
             wasted: Duration::from_micros(get(&c.wasted_us)),
-            tokens: (self.config.policy == Policy::Budgeted)
+            tokens: self
+                .config
+                .policy
+                .has(Policy::Budgeted)
                 .then(|| self.throttle.lock().unwrap().tokens()),
             capacity: self.config.capacity.max(1),
         }
@@ -363,43 +412,54 @@ impl Drop for Work<'_> {
 /// One call, with as many attempts as the policy allows.
 async fn call(shared: &Shared, idempotent: bool) -> bool {
     let config = &shared.config;
+    let policy = config.policy;
     let c = &shared.counters;
     let deadline = Instant::now() + config.deadline; // the one overall deadline
     let mut attempt = 1;
     loop {
-        let limit = match config.policy {
+        let limit = if policy.has(Policy::Deadline) {
+            // An attempt's own timeout, never beyond what is left.
+            let left = deadline.saturating_duration_since(Instant::now());
+            config.attempt_timeout.min(left)
+        } else {
             // A fresh full timeout per attempt: the caller waits up to
             // max_attempts times as long as it asked for.
-            Policy::Naive => config.deadline,
-            // What is left of the one deadline.
-            Policy::Budgeted => deadline.saturating_duration_since(Instant::now()),
+            config.deadline
         };
         c.attempts.fetch_add(1, Ordering::Relaxed);
         let ok = timeout(limit, SlowServer::handle(shared)).await.is_ok();
-        let retry_allowed = shared.throttle.lock().unwrap().record(ok);
+        let budget_allows = shared.throttle.lock().unwrap().record(ok);
         if ok {
+            if attempt > 1 {
+                c.rescued.fetch_add(1, Ordering::Relaxed);
+            }
             return true;
         }
         if attempt >= config.max_attempts {
             return false;
         }
-        if config.policy == Policy::Budgeted {
-            if !idempotent {
-                // It may have happened: only the caller can check and decide.
-                c.retries_refused_idempotency
-                    .fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
-            if !retry_allowed {
-                c.retries_refused_budget.fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
+        let refused = if policy.has(Policy::Deadline) && Instant::now() >= deadline {
+            Some(&c.retries_refused_deadline)
+        } else if policy.has(Policy::Idempotent) && !idempotent {
+            // It may have happened: only the caller can check and decide.
+            Some(&c.retries_refused_idempotency)
+        } else if policy.has(Policy::Budgeted) && !budget_allows {
+            Some(&c.retries_refused_budget)
+        } else {
+            None
+        };
+        if let Some(counter) = refused {
+            counter.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if policy.has(Policy::Backoff) {
             let backoff = full_jitter(
                 config.backoff_base,
                 config.backoff_cap,
                 attempt,
                 shared.random(),
             );
+            // Not worth waiting for if the wait alone uses up the deadline.
             if Instant::now() + backoff >= deadline {
                 c.retries_refused_deadline.fetch_add(1, Ordering::Relaxed);
                 return false;
@@ -515,9 +575,16 @@ pub struct Args {
     /// The caller's deadline, in milliseconds
     #[arg(long, default_value_t = 300)]
     pub deadline_ms: u64,
+    /// One attempt's timeout, in milliseconds (every policy from `deadline` on)
+    #[arg(long, default_value_t = 100)]
+    pub attempt_timeout_ms: u64,
     /// At most this many attempts per call
     #[arg(long, default_value_t = 5)]
     pub max_attempts: u32,
+    /// Run every policy, one after the other on the same schedule, and print
+    /// one row each instead of a timeline
+    #[arg(long, conflicts_with = "policy")]
+    pub compare: bool,
     /// Run on tokio's virtual clock: the same experiment, in a fraction of the time
     #[arg(long)]
     pub virtual_time: bool,
@@ -536,6 +603,7 @@ impl Args {
             slow_until: secs(self.slow_until),
             slow_factor: self.slow_factor,
             deadline: Duration::from_millis(self.deadline_ms),
+            attempt_timeout: Duration::from_millis(self.attempt_timeout_ms),
             max_attempts: self.max_attempts.max(1),
             ..Config::default()
         }
@@ -548,7 +616,7 @@ pub fn summary(config: &Config, s: &Snapshot) -> String {
     format!(
         "policy {:?}: {} calls at {}/s for {:.0} s; server capacity {} x {} ms = {:.0} attempts/s when idle\n\
          calls      succeeded {} ({:.1}%), failed {}\n\
-         attempts   {} = {:.2} per call (retries {}; refused: budget {}, not idempotent {}, deadline {})\n\
+         attempts   {} = {:.2} per call (retries {}, of which rescued a call {}; refused: budget {}, not idempotent {}, deadline {})\n\
          server     busy {:.1} s, of which wasted on abandoned attempts {:.1} s ({:.0}%); longest line {}",
         config.policy,
         s.calls,
@@ -563,18 +631,38 @@ pub fn summary(config: &Config, s: &Snapshot) -> String {
         s.attempts,
         s.amplification(),
         s.retries,
+        s.rescued,
         s.retries_refused_budget,
         s.retries_refused_idempotency,
         s.retries_refused_deadline,
         s.busy.as_secs_f64(),
         s.wasted.as_secs_f64(),
-        if s.busy.is_zero() {
-            0.0
-        } else {
-            s.wasted.as_secs_f64() / s.busy.as_secs_f64() * 100.0
-        },
+        s.wasted_share() * 100.0,
         s.peak_queued,
     )
+}
+
+/// `--compare`: one row per policy, each the one above plus one rule.
+pub fn comparison(rows: &[(Policy, Snapshot)]) -> String {
+    let mut out = format!(
+        "{:<11} {:>8} {:>13} {:>8} {:>8} {:>10} {:>8} {:>8}\n",
+        "policy", "calls", "attempts/call", "retries", "rescued", "succeeded", "wasted", "line"
+    );
+    for (policy, s) in rows {
+        out.push_str(&format!(
+            "{:<11} {:>8} {:>13.2} {:>8} {:>8} {:>9.1}% {:>7.0}% {:>8}\n",
+            format!("{policy:?}").to_lowercase(),
+            s.calls,
+            s.amplification(),
+            s.retries,
+            s.rescued,
+            s.success_rate() * 100.0,
+            s.wasted_share() * 100.0,
+            s.peak_queued,
+        ));
+    }
+    out.push_str("(wasted: the server's work on attempts whose caller had given up; line: the longest line of waiting attempts)");
+    out
 }
 
 #[cfg(test)]
@@ -583,7 +671,7 @@ mod tests {
 
     #[test]
     fn throttle_stops_retries_at_half_the_tokens_and_refills_on_success() {
-        let mut t = RetryThrottle::grpc_default();
+        let mut t = RetryThrottle::a6_example();
         assert!(t.allows_retry());
         for _ in 0..4 {
             t.on_failure();

@@ -72,7 +72,8 @@ async fn one_overall_deadline_bounds_every_budgeted_call() {
         contention: 0.0,
         slow_factor: 1.0,
         deadline: Duration::from_millis(300),
-        budget_tokens: 1e9, // an unlimited budget, to isolate the deadline
+        attempt_timeout: Duration::from_millis(300), // the whole deadline, if left
+        budget_tokens: 1e9,                          // an unlimited budget, to isolate the deadline
         non_idempotent_every: 0,
         ..Config::default()
     };
@@ -107,4 +108,59 @@ async fn healthy_server_needs_no_retries() {
         assert_eq!(s.failed, 0, "{policy:?}: {s:?}");
         assert_eq!(s.amplification(), 1.0, "{policy:?}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_one_deadline_attempts_share_it_and_each_has_its_own_timeout() {
+    // Every attempt fails after the 100 ms attempt timeout, so a 300 ms
+    // deadline holds three attempts, however many max_attempts would allow;
+    // the naive policy takes all four, each with a fresh 300 ms.
+    let config = Config {
+        max_attempts: 4,
+        ..dead_server(Policy::Deadline)
+    };
+    let s = run(config, Duration::from_secs(1), |_| {}).await;
+    assert_eq!(s.attempts, 3 * s.calls, "{s:?}");
+    assert_eq!(s.retries_refused_deadline, s.calls, "{s:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_policy_adds_one_rule_and_only_the_idempotent_rule_refuses_state_changes() {
+    let config = Config {
+        non_idempotent_every: 1, // every call changes state
+        ..dead_server(Policy::Naive)
+    };
+    for policy in Policy::ALL {
+        let s = run(
+            Config {
+                policy,
+                ..config.clone()
+            },
+            Duration::from_secs(1),
+            |_| {},
+        )
+        .await;
+        let refuses = policy >= Policy::Idempotent;
+        assert_eq!(s.retries == 0, refuses, "{policy:?}: {s:?}");
+        assert_eq!(s.tokens.is_some(), policy == Policy::Budgeted, "{policy:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budgeted_retry_rescues_calls_caught_by_a_short_slow_spell() {
+    // Half a second of a server four times slower: attempts served during the
+    // spell miss their 100 ms attempt timeout, and a retry after it (with time
+    // left of the 300 ms deadline, and tokens left in the budget) succeeds.
+    let config = Config {
+        policy: Policy::Budgeted,
+        duration: Duration::from_secs(4),
+        slow_from: Duration::from_secs(2),
+        slow_until: Duration::from_millis(2_150),
+        non_idempotent_every: 0,
+        ..Config::default()
+    };
+    let s = run(config, Duration::from_secs(1), |_| {}).await;
+    assert!(s.retries > 0, "{s:?}");
+    assert!(s.rescued > 0, "{s:?}");
+    assert!(s.rescued <= s.retries, "{s:?}");
 }

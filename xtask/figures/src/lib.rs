@@ -219,6 +219,8 @@ static MEASURE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Every number with a unit in the prose of a Markdown text (fenced blocks
 /// left out) that is not drawn from a run or marked: `(line, the figure)`.
+/// Headings are left out too: they name a step ("a 1 MiB window") rather than
+/// report a result, and a marker in one would change its anchor.
 pub fn unmarked(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     let mut in_fence = false;
@@ -227,7 +229,7 @@ pub fn unmarked(text: &str) -> Vec<(usize, String)> {
             in_fence = !in_fence;
             continue;
         }
-        if in_fence {
+        if in_fence || line.starts_with('#') {
             continue;
         }
         let prose = NOT_PROSE.replace_all(line, " ");
@@ -260,7 +262,8 @@ mod tests {
                     The Python run took {{#quote 5.72 ms}}; we waited {{#param 10 ms}}, {{#calc 4×}} more.\n\
                     ```text\nresumed after 2.3 ms\n```\n\
                     Run `--step 80/s:10s`, see [p99](ch10.md#p-99-9-ms), HTTP/2, p99, tonic 0.14.6.\n\
-                    A 4x gap, 1,056.7 KiB, 12% and 30,000/s.\n";
+                    A 4x gap, 1,056.7 KiB, 12% and 30,000/s.\n\
+                    ### 8. The same with a 64 KiB window\n";
         let found: Vec<String> = unmarked(page).into_iter().map(|(_, f)| f).collect();
         assert_eq!(found, ["2.5 ms", "4x", "1,056.7 KiB", "12%", "30,000/s"]);
         assert_eq!(unmarked(page)[0].0, 1);

@@ -186,7 +186,7 @@ pub struct Server {
     pub package: &'static str,
 }
 
-pub const SERVERS: [Server; 5] = [
+pub const SERVERS: [Server; 6] = [
     Server {
         program: "workshop",
         package: "workshop",
@@ -201,6 +201,10 @@ pub const SERVERS: [Server; 5] = [
     },
     Server {
         program: "frontend",
+        package: "perf",
+    },
+    Server {
+        program: "silent",
         package: "perf",
     },
     Server {

@@ -1,11 +1,12 @@
-//! `cargo run -p perf --bin retry_storm -- --policy naive|budgeted`: open-loop
-//! callers against an in-process slow server, and what their retries do to it.
+//! `cargo run -p perf --bin retry_storm -- --policy naive|...|budgeted`:
+//! open-loop callers against an in-process slow server, and what their retries
+//! do to it; `--compare` runs every policy and prints a row for each.
 
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
-use perf::retry::{Args, Snapshot, progress_line, run, summary};
+use perf::retry::{Args, Config, Policy, Snapshot, comparison, progress_line, run, summary};
 
 fn main() -> ExitCode {
     program::exit_code(retry_storm(&Args::parse()))
@@ -18,6 +19,22 @@ fn retry_storm(args: &Args) -> anyhow::Result<()> {
         .start_paused(args.virtual_time)
         .build()
         .context("cannot start the Tokio runtime")?;
+    if args.compare {
+        let mut rows = Vec::new();
+        for policy in Policy::ALL {
+            let config = Config {
+                policy,
+                ..config.clone()
+            };
+            eprintln!("running {policy:?} ...");
+            rows.push((
+                policy,
+                runtime.block_on(run(config, Duration::from_secs(1), |_| {})),
+            ));
+        }
+        println!("{}", comparison(&rows));
+        return Ok(());
+    }
     let mut before = Snapshot::default();
     let last = runtime.block_on(run(config.clone(), Duration::from_secs(1), |now| {
         println!("{}", progress_line(now, &before));
