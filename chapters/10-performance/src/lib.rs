@@ -6,8 +6,8 @@
 //! - [`propagation`]: a frontend service that passes its caller's remaining
 //!   deadline, minus a margin, on to the greeter.
 //! - [`retry`]: what retrying every DEADLINE_EXCEEDED does to a slow server, and
-//!   the fix (idempotent-only, backoff with jitter, a retry budget, one overall
-//!   deadline).
+//!   the usual rules against it added one at a time (one overall deadline with
+//!   a timeout per attempt, idempotent-only, backoff with jitter, a retry budget).
 //! - [`silent`]: a server that accepts connections and never answers, to
 //!   show that a deadline does not cover connecting.
 //! - [`choose`]: measure a method's p99 under a concurrency and suggest a deadline.

@@ -1,6 +1,6 @@
-//! The common failure of chapter 10, with numbers: retrying every
+//! Chapter 10, step 8, with numbers: retrying every
 //! DEADLINE_EXCEEDED multiplies the load on a server that is already slow.
-//! One simulation in one file (about 580 lines before its tests): the server,
+//! One simulation in one file (about 670 lines before its tests): the server,
 //! the clients and the tally share one clock and one set of parameters, and
 //! read best top to bottom.
 //!
