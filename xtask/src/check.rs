@@ -12,8 +12,7 @@
 //!   (everything else), which `cargo xtask observe --check` reruns in CI, and
 //!   every observed file a page shows is one a step writes (`commands.rs`);
 //! - every measured figure in a sentence is drawn from a run's output or
-//!   marked for what it is, on every page not yet listed as pending
-//!   (`figures.rs`);
+//!   marked for what it is (`figures.rs`);
 //! - the answers appendix is what `cargo xtask answers` would write.
 
 use std::{

@@ -6,13 +6,6 @@ use std::{collections::BTreeSet, path::Path};
 
 use crate::{check::Book, markdown::Page};
 
-/// Pages whose numbers are not drawn from runs yet. They are listed, not
-/// exempted silently: check-book prints how many hand-typed figures each still
-/// has, and a page leaves this list once it has none.
-pub const NOT_YET_DRAWN: [&str; 1] = [
-    "ch12-admission.md",
-];
-
 /// Folders whose pages a run writes whole (reports, generated tables): their
 /// numbers are the run's output itself.
 const WRITTEN_BY_RUNS: [&str; 3] = ["results", "generated", "observed"];
@@ -23,7 +16,6 @@ pub fn check(book: &Book, pages: &[Page], problems: &mut Vec<String>) -> anyhow:
         problems.push(format!("book/figures: {e:#}"));
     }
     let mut used = BTreeSet::new();
-    let mut pending = Vec::new();
     for page in pages {
         for (line, key) in mdbook_figures::used(&page.text) {
             if !figures.sources.contains_key(&key) {
@@ -42,15 +34,7 @@ pub fn check(book: &Book, pages: &[Page], problems: &mut Vec<String>) -> anyhow:
         {
             continue;
         }
-        let unmarked = mdbook_figures::unmarked(&page.text);
-        let name = relative.to_string_lossy();
-        if NOT_YET_DRAWN.contains(&name.as_ref()) {
-            if !unmarked.is_empty() {
-                pending.push(format!("{name} ({})", unmarked.len()));
-            }
-            continue;
-        }
-        for (line, figure) in unmarked {
+        for (line, figure) in mdbook_figures::unmarked(&page.text) {
             problems.push(format!(
                 "{}: \"{figure}\" is typed by hand; draw it from a run ({{{{#fig chNN.name}}}}, \
                  defined in book/figures/) or mark it ({{{{#quote ...}}}}, {{{{#param ...}}}}, {{{{#calc ...}}}})",
@@ -62,12 +46,6 @@ pub fn check(book: &Book, pages: &[Page], problems: &mut Vec<String>) -> anyhow:
         problems.push(format!(
             "book/figures: figure {key} is defined but no page uses it"
         ));
-    }
-    if !pending.is_empty() {
-        println!(
-            "figures not yet drawn from runs (hand-typed count): {}",
-            pending.join(", ")
-        );
     }
     Ok(())
 }

@@ -8,8 +8,8 @@
 //!   book's commands still work;
 //! - `check-book` checks includes, links, chapter shape, quizzes and every
 //!   command in the book against the real programs;
-//! - `hand-typed` lists the figures a page still types by hand (the ones
-//!   check-book would reject once the page leaves its pending list);
+//! - `hand-typed` lists the numbers with a unit that pages type by hand (what
+//!   check-book rejects), page by page;
 //! - `answers` regenerates the answers appendix from the quizzes;
 //! - `browser` opens the built book in headless Chromium and checks that a
 //!   quiz and a plot really render.

@@ -21,7 +21,7 @@ fn rules(retry: Retry) -> RetryRules {
 /// `calls` calls, one after another, against a server that refuses every
 /// attempt; the attempts each call made.
 async fn against_a_full_server(retry: Retry, calls: usize) -> Vec<u32> {
-    let shared = Shared::new(RetryThrottle::grpc_default(), 7);
+    let shared = Shared::new(RetryThrottle::a6_example(), 7);
     let mut attempts = Vec::new();
     for _ in 0..calls {
         let deadline = Instant::now() + Duration::from_millis(300);
@@ -55,7 +55,7 @@ async fn the_budget_stops_retries_after_a_few_failures() {
 
 #[tokio::test(start_paused = true)]
 async fn one_refusal_then_success_counts_two_attempts_and_refills_the_budget() {
-    let shared = Shared::new(RetryThrottle::grpc_default(), 7);
+    let shared = Shared::new(RetryThrottle::a6_example(), 7);
     let tries = Cell::new(0);
     let deadline = Instant::now() + Duration::from_millis(300);
     let ended = call(&rules(Retry::Budgeted), &shared, deadline, |_| {
@@ -78,7 +78,7 @@ async fn one_refusal_then_success_counts_two_attempts_and_refills_the_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn no_attempt_outlives_the_one_deadline() {
-    let shared = Shared::new(RetryThrottle::grpc_default(), 7);
+    let shared = Shared::new(RetryThrottle::a6_example(), 7);
     let started = Instant::now();
     let deadline = started + Duration::from_millis(300);
     // Each attempt uses all the time it is given, then fails.
@@ -154,7 +154,7 @@ fn budgeted_backoff_grows_is_jittered_capped_and_fits_the_deadline() {
 #[test]
 fn the_budget_is_withdrawn_by_failures_and_refilled_by_successes() {
     // gRPC's defaults: 10 tokens; retries allowed while above 5.
-    let shared = Shared::new(RetryThrottle::grpc_default(), 1);
+    let shared = Shared::new(RetryThrottle::a6_example(), 1);
     for _ in 0..4 {
         assert!(shared.attempt_ended(false)); // 9, 8, 7, 6 tokens
     }
