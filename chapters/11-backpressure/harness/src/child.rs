@@ -180,8 +180,19 @@ impl<R: Role> Child<R> {
         let stdout = process.stdout.take().context("the child has no stdout")?;
         let mut line = serde_json::to_string(config)?;
         line.push('\n');
-        stdin.write_all(line.as_bytes()).await?;
-        stdin.flush().await?;
+        let sent = async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.flush().await
+        }
+        .await;
+        // A child that quits at once may close its stdin before the
+        // configuration arrives: its exit status, read below, says more
+        // than the broken pipe does.
+        if let Err(e) = sent
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            return Err(e).context("cannot send the child its configuration");
+        }
         let mut stdout = BufReader::new(stdout).lines();
         let said = tokio::time::timeout(READY_WITHIN, stdout.next_line())
             .await
