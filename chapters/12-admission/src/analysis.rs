@@ -274,10 +274,26 @@ pub struct PolicySummary {
     /// Mean completions/s over the blocks this policy shares with fixed-32,
     /// divided by fixed-32's mean over the same blocks.
     pub throughput_vs_fixed32: Option<f64>,
+    /// The same against fixed-8.
+    #[serde(default)]
+    pub throughput_vs_fixed8: Option<f64>,
     pub mean_idle_with_backlog_fraction: f64,
+    /// Mean over the shared blocks of (this policy's idle-with-backlog
+    /// fraction - fixed-32's), in percentage points.
+    #[serde(default)]
+    pub idle_vs_fixed32_pp: Option<f64>,
+    /// Mean whole-call duration over the shared blocks / fixed-32's.
+    #[serde(default)]
+    pub call_vs_fixed32: Option<f64>,
     /// Recovery delays by block (`None`: censored).
     pub recovery_s: Vec<Option<f64>>,
     pub recovered: usize,
+    /// Blocks in which both this policy and fixed-32 recovered (an
+    /// uncensored pair), and in how many of them this policy was sooner.
+    #[serde(default)]
+    pub recovery_pairs_vs_fixed32: usize,
+    #[serde(default)]
+    pub recovered_sooner_than_fixed32: usize,
 }
 
 /// Everything the report shows.
@@ -334,18 +350,30 @@ pub fn analyse(
             };
             let per =
                 |f: &dyn Fn(&RunRow) -> f64| -> Vec<f64> { my_rows.iter().map(|r| f(r)).collect() };
-            let throughput_vs_fixed32 = {
-                let pairs: Vec<(f64, f64)> = my_rows
+            // (this policy's figure, the reference's) in each block they share
+            let paired = |reference: &str, f: fn(&RunRow) -> f64| -> Vec<(f64, f64)> {
+                my_rows
                     .iter()
                     .filter_map(|r| {
                         rows.iter()
-                            .find(|f| f.block == r.block && f.policy == FIXED32)
-                            .map(|f| (r.completions_per_s, f.completions_per_s))
+                            .find(|o| o.block == r.block && o.policy == reference)
+                            .map(|o| (f(r), f(o)))
                     })
-                    .collect();
+                    .collect()
+            };
+            let ratio_of_means = |pairs: Vec<(f64, f64)>| {
                 let sum = |f: fn(&(f64, f64)) -> f64| pairs.iter().map(f).sum::<f64>();
                 (!pairs.is_empty()).then(|| sum(|p| p.0) / sum(|p| p.1))
             };
+            let recovery_pairs: Vec<(f64, f64)> = my_rows
+                .iter()
+                .filter_map(|r| {
+                    let f = rows
+                        .iter()
+                        .find(|o| o.block == r.block && o.policy == FIXED32)?;
+                    Some((r.recovery.delay_s?, f.recovery.delay_s?))
+                })
+                .collect();
             PolicySummary {
                 policy: p.clone(),
                 runs: mine.len(),
@@ -370,16 +398,26 @@ pub fn analyse(
                 median_skipped: median(&per(&|r| r.skipped as f64)),
                 longest_send_ms: per(&|r| r.longest_send_ms),
                 median_completions_per_s: median(&per(&|r| r.completions_per_s)),
-                throughput_vs_fixed32,
+                throughput_vs_fixed32: ratio_of_means(paired(FIXED32, |r| r.completions_per_s)),
+                throughput_vs_fixed8: ratio_of_means(paired(FIXED8, |r| r.completions_per_s)),
                 mean_idle_with_backlog_fraction: {
                     let v = per(&|r| r.idle_with_backlog_fraction);
                     v.iter().sum::<f64>() / v.len().max(1) as f64
                 },
+                idle_vs_fixed32_pp: {
+                    let pairs = paired(FIXED32, |r| r.idle_with_backlog_fraction);
+                    (!pairs.is_empty()).then(|| {
+                        100.0 * pairs.iter().map(|p| p.0 - p.1).sum::<f64>() / pairs.len() as f64
+                    })
+                },
+                call_vs_fixed32: ratio_of_means(paired(FIXED32, |r| r.call_s)),
                 recovery_s: my_rows.iter().map(|r| r.recovery.delay_s).collect(),
                 recovered: my_rows
                     .iter()
                     .filter(|r| r.recovery.delay_s.is_some())
                     .count(),
+                recovery_pairs_vs_fixed32: recovery_pairs.len(),
+                recovered_sooner_than_fixed32: recovery_pairs.iter().filter(|p| p.0 < p.1).count(),
             }
         })
         .collect();

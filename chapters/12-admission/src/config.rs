@@ -24,7 +24,7 @@ pub struct RunArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "fixed-32,fixed-8,adaptive,target"
+        default_value = "fixed-32,fixed-8,fixed-4,fixed-2,adaptive,target"
     )]
     pub policies: Vec<PolicyKind>,
     /// Seed of the run order within blocks (and of the bootstrap)

@@ -1,7 +1,8 @@
 //! Chapter 12: fixed or adaptive admission? The seed's Part 2 experiment,
-//! replicated: fixed-32, fixed-8 and the seed's feedback controller (plus a
-//! delay-target rule of our own) in paired, seeded blocks, every run in fresh
-//! server and client processes, analysed by rules frozen before the first run.
+//! replicated: fixed-32, fixed-8 and the seed's feedback controller (plus
+//! fixed-4, fixed-2 and a delay-target rule of our own) in paired, seeded
+//! blocks, every run in fresh server and client processes, analysed by rules
+//! frozen before the first run.
 //! It reads as config -> run -> records -> render:
 //!
 //! - [`config`]: the command line, checked into a [`config::Config`];
@@ -12,6 +13,7 @@
 //! - [`runner`]: the protocol (blocks, attempts, the exclusions ledger);
 //! - [`records`]: the typed files a run leaves, and reading them back;
 //! - [`analysis`]: pooled nearest-rank percentiles, block bootstrap, recovery;
+//! - [`hypotheses`]: the seed's four hypotheses, each decided by its frozen rule;
 //! - [`render`], [`report`], [`plots`]: from the records to the tables and charts.
 
 pub mod analysis;
@@ -19,6 +21,7 @@ pub mod children;
 pub mod config;
 pub mod contract;
 pub mod controller;
+pub mod hypotheses;
 pub mod plots;
 pub mod records;
 pub mod render;
@@ -28,7 +31,8 @@ pub mod runner;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-/// The four admission policies.
+/// The admission policies: the seed's three, two smaller fixed budgets (the
+/// seed's open question: would a small fixed budget do as well?), and ours.
 #[derive(
     ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -41,6 +45,14 @@ pub enum PolicyKind {
     #[value(name = "fixed-8")]
     #[serde(rename = "fixed-8")]
     Fixed8,
+    /// B = 4
+    #[value(name = "fixed-4")]
+    #[serde(rename = "fixed-4")]
+    Fixed4,
+    /// B = 2, where the target policy settles during the slowdown
+    #[value(name = "fixed-2")]
+    #[serde(rename = "fixed-2")]
+    Fixed2,
     /// The seed's controller: B from 16, halve / +1 on a 500 ms tick
     #[serde(rename = "adaptive")]
     Adaptive,
@@ -54,6 +66,8 @@ impl PolicyKind {
         match self {
             PolicyKind::Fixed32 => "fixed-32",
             PolicyKind::Fixed8 => "fixed-8",
+            PolicyKind::Fixed4 => "fixed-4",
+            PolicyKind::Fixed2 => "fixed-2",
             PolicyKind::Adaptive => "adaptive",
             PolicyKind::Target => "target",
         }
@@ -64,6 +78,8 @@ impl PolicyKind {
         match self {
             PolicyKind::Fixed32 => 32,
             PolicyKind::Fixed8 => 8,
+            PolicyKind::Fixed4 => 4,
+            PolicyKind::Fixed2 => 2,
             PolicyKind::Adaptive | PolicyKind::Target => 16,
         }
     }

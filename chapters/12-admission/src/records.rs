@@ -37,6 +37,10 @@ pub struct Attempt {
     pub dir: String,
     pub valid: bool,
     pub reason: String,
+    /// The machine's 1-minute load average as the attempt started: a run
+    /// that shared the cores with something else says so.
+    #[serde(default)]
+    pub loadavg_1m: Option<f64>,
 }
 
 /// `client.json`: each stream's call, and whether every one ended OK.

@@ -1,7 +1,7 @@
 //! The report's tables: our figures beside the seed's, and the per-run rows.
 //! Tables and figures only; what they mean is said in the chapter.
 //!
-//! It is longer than the other files of this crate (about 530 lines) because
+//! It is longer than the other files of this crate (about 590 lines) because
 //! it holds the seed's published figures beside every table of ours; split by
 //! table, one page of output would be spread over several files.
 
@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     analysis::{Analysis, Cohort, Interval, PolicySummary},
     contract::Contract,
+    hypotheses,
     records::Attempt,
 };
 
@@ -231,6 +232,55 @@ fn cohort_table(
     );
 }
 
+/// The load averages the attempts started at, and whether the machine was
+/// quiet (none above 0.5) enough for the run to go into the book.
+fn load(ledger: &[Attempt]) -> String {
+    let mut v: Vec<f64> = ledger.iter().filter_map(|a| a.loadavg_1m).collect();
+    if v.is_empty() {
+        return "not recorded".into();
+    }
+    v.sort_by(f64::total_cmp);
+    let busy = v.iter().filter(|&&l| l > QUIET).count();
+    format!(
+        "median {:.2}, highest {:.2}: {}",
+        v[v.len() / 2],
+        v[v.len() - 1],
+        if busy == 0 {
+            "quiet".to_string()
+        } else {
+            format!("{busy} of {} above {QUIET}, not quiet", v.len())
+        }
+    )
+}
+
+/// The highest load average at which a run counts as made on a quiet machine.
+pub const QUIET: f64 = 0.5;
+
+/// How often each policy ran at each position of its block: a seeded shuffle
+/// is random, not balanced, and a reader should see how unbalanced.
+fn run_order(o: &mut String, c: &Contract) {
+    let _ = writeln!(o, "#### Run order: runs of each policy at each position\n");
+    let positions = c.policies.len();
+    let mut header = vec!["policy".to_string()];
+    header.extend((1..=positions).map(|i| format!("#{i}")));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    table(
+        o,
+        &header,
+        c.policies.iter().map(|&p| {
+            let mut row = vec![p.name().to_string()];
+            row.extend((0..positions).map(|i| {
+                c.order
+                    .iter()
+                    .filter(|block| block.get(i) == Some(&p))
+                    .count()
+                    .to_string()
+            }));
+            row
+        }),
+    );
+}
+
 /// The report: tables only, each under a heading that says what it holds.
 pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     let s = c.scale;
@@ -276,15 +326,40 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
                 ),
             ),
             ("transport", c.transport.clone()),
+            ("load average (1 min) at each attempt's start", load(ledger)),
         ]
         .into_iter()
         .map(|(k, v)| vec![k.to_string(), v]),
     );
+    run_order(&mut o, c);
     let _ = writeln!(o, "#### Checks\n");
     table(
         &mut o,
         &["check"],
         acceptance(c, a).into_iter().map(|line| vec![line]),
+    );
+    let _ = writeln!(
+        o,
+        "#### The seed's four hypotheses, decided by the contract's rules\n"
+    );
+    table(
+        &mut o,
+        &[
+            "policy",
+            "1. pooled p95 vs fixed-32 (>= 20% lower)",
+            "2. throughput vs fixed-32 (>= 95%), idle with backlog",
+            "3. recovery, whole call vs fixed-32 (<= 110%)",
+            "4. against fixed-8",
+        ],
+        hypotheses::all(a).into_iter().map(|(policy, findings)| {
+            let mut row = vec![policy];
+            row.extend(
+                findings
+                    .iter()
+                    .map(|f| f.as_ref().map_or("-".into(), |f| f.cell())),
+            );
+            row
+        }),
     );
     cohort_table(
         &mut o,

@@ -29,7 +29,9 @@ const MAX_ATTEMPTS: usize = 3;
 
 fn controller_of(policy: PolicyKind) -> ControllerKind {
     match policy {
-        PolicyKind::Fixed32 | PolicyKind::Fixed8 => ControllerKind::None,
+        PolicyKind::Fixed32 | PolicyKind::Fixed8 | PolicyKind::Fixed4 | PolicyKind::Fixed2 => {
+            ControllerKind::None
+        }
         PolicyKind::Adaptive => ControllerKind::Seed,
         PolicyKind::Target => ControllerKind::Target,
     }
@@ -111,6 +113,7 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
                     dir,
                     valid: false,
                     reason: String::new(),
+                    loadavg_1m: program::proc::loadavg_1m(),
                 };
                 // Valid only if both processes ended cleanly and the records
                 // say what the contract requires (every call OK, messages served).

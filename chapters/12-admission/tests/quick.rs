@@ -1,6 +1,6 @@
 //! The runner end to end, as a reader runs it, at a tenth of the seed's time
-//! scale (four runs of 3.6 s at 800 sends a second): every file is written and every count adds
-//! up. Nothing here asserts a timing.
+//! scale (six runs of 3.6 s at 800 sends a second): every file is written and
+//! every count adds up. Nothing here asserts a timing.
 
 use std::{
     path::Path,
@@ -53,7 +53,7 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     ] {
         assert!(out.join(file).is_file(), "{file} missing");
     }
-    // The contract was frozen (read-only) and names all four policies in order.
+    // The contract was frozen (read-only) and names all six policies in order.
     let contract: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("contract.json")).unwrap()).unwrap();
     assert!(
@@ -62,7 +62,7 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
             .permissions()
             .readonly()
     );
-    assert_eq!(contract["order"][0].as_array().unwrap().len(), 4);
+    assert_eq!(contract["order"][0].as_array().unwrap().len(), 6);
     assert_eq!(
         contract["slots"], 2880,
         "the scale shortens time, not the schedule"
@@ -70,11 +70,11 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     // One ledger row per attempt; every run valid here.
     let ledger = std::fs::read_to_string(out.join("ledger.csv")).unwrap();
     let rows: Vec<&str> = ledger.lines().skip(1).collect();
-    assert!(rows.len() >= 4);
-    assert_eq!(rows.iter().filter(|r| r.contains(",true,valid")).count(), 4);
+    assert!(rows.len() >= 6);
+    assert_eq!(rows.iter().filter(|r| r.contains(",true,valid")).count(), 6);
     // Per run: 2,880 slots scheduled, each one sent or skipped, and records kept.
     let runs = std::fs::read_to_string(out.join("runs.csv")).unwrap();
-    assert_eq!(runs.lines().count(), 5);
+    assert_eq!(runs.lines().count(), 7);
     let header: Vec<&str> = runs.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
     for line in runs.lines().skip(1) {
@@ -83,7 +83,9 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
         let skipped: u64 = f[col("skipped")].parse().unwrap();
         assert!(skipped < 2880, "{line}");
     }
-    for policy in ["fixed-32", "fixed-8", "adaptive", "target"] {
+    for policy in [
+        "fixed-32", "fixed-8", "fixed-4", "fixed-2", "adaptive", "target",
+    ] {
         let run = out.join("runs").join(format!("b1-{policy}"));
         for file in [
             "messages.csv",
@@ -104,10 +106,16 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
         serde_json::from_slice(&std::fs::read(out.join("analysis.json")).unwrap()).unwrap();
     assert_eq!(
         analysis["analysis"]["policies"].as_array().unwrap().len(),
-        4
+        6
     );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("| fixed-32 |") && report.contains("Recovery"));
+    // Each of the four hypotheses is decided for every policy but fixed-32.
+    let decided = report
+        .lines()
+        .filter(|l| l.starts_with("| fixed-2 |") && l.matches("**").count() == 8)
+        .count();
+    assert_eq!(decided, 1, "{report}");
 
     // Rendering the same folder again reproduces the same per-run table.
     let again = Command::new(env!("CARGO_BIN_EXE_admission"))
@@ -128,7 +136,7 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     assert!(resumed.status.success(), "{text}");
     assert!(
         text.contains(&format!(
-            "resuming: {} attempts in the ledger, 4 valid runs kept",
+            "resuming: {} attempts in the ledger, 6 valid runs kept",
             rows.len()
         )),
         "{text}"
