@@ -147,7 +147,7 @@ impl Contract {
             hypotheses: strings(&[
                 "1 primary: pooled p95 at least 20% lower than fixed-32's; met if the whole bootstrap interval of the reduction is at or above 20%, not met if the point is below, undecided otherwise",
                 "2 throughput: completions/s at least 95% of fixed-32's (ratio of paired means) without materially more idle with backlog; the seed froze no margin for 'materially', so a higher idle fraction is reported and left undecided",
-                "3 recovery: a qualifying window after the slowdown, and whole-call duration within 110% of fixed-32's; an advantage over fixed-32 is claimed only from uncensored pairs: established if every block's pair is uncensored and this policy recovered sooner in each",
+                "3 recovery: a qualifying window after the slowdown, and whole-call duration within 110% of fixed-32's; not met if no run recovered or the call took longer; an advantage over fixed-32 is claimed only from uncensored pairs: met if every block's pair is uncensored and this policy recovered sooner in each, undecided otherwise",
                 "4 added value against fixed-8: no weighted score was frozen, so each measure is compared on its own and the verdict lists where the policy is better and worse; a difference counts only if the bootstrap interval of a p95 reduction excludes 0, the worst run's longest send differs by more than 10%, throughput by more than 1 point, or the recovered runs by 2 or more",
             ]),
             transport: "gRPC over TLS on loopback (the seed: plaintext); client in Rust (tonic), the seed's in Go".into(),
