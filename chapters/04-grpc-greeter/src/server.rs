@@ -30,6 +30,11 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
 /// queue them all on us; 256 is far more than any exercise here needs.
 pub const MAX_CONCURRENT_STREAMS: u32 = 256;
 
+/// The HTTP/2 receive window of each stream: bytes a client may send on a call
+/// before the handler reads them. It is hyper's default, written down because
+/// `with_independent_streams` sizes the connection's window from it.
+pub const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
+
 /// The largest message the Greeter decodes or encodes. gRPC's customary default
 /// is 4 MiB; a greeting is a few dozen bytes, so anything near this size is a
 /// mistake or an attack and is refused before it is buffered.
@@ -117,6 +122,8 @@ pub struct BoundServer {
     extra: Routes,
     extra_names: Vec<&'static str>,
     drain_timeout: Duration,
+    /// Streams per connection, when no stream may starve another of window.
+    independent_streams: Option<u32>,
     listening: Option<oneshot::Sender<SocketAddr>>,
 }
 
@@ -135,6 +142,7 @@ impl BoundServer {
             extra: Routes::default(),
             extra_names: Vec::new(),
             drain_timeout: DRAIN_TIMEOUT,
+            independent_streams: None,
             listening: None,
         })
     }
@@ -144,6 +152,20 @@ impl BoundServer {
         self.drain_timeout = limit;
         self
     }
+
+    // ANCHOR: independent_streams
+    /// At most `streams` calls per connection, and a connection window that
+    /// holds all of their stream windows at once. By default one stream's
+    /// unread bytes can fill the whole connection window (hyper gives both
+    /// the same size), and then no other stream on that connection can send.
+    /// That is harmless while every handler reads, but a handler that holds
+    /// back on purpose (chapter 11's reserve-before-receive) would stop its
+    /// neighbours, and if they hold what it waits for, nothing moves again.
+    pub fn with_independent_streams(mut self, streams: u32) -> Self {
+        self.independent_streams = Some(streams);
+        self
+    }
+    // ANCHOR_END: independent_streams
 
     /// Sends the address to `listening` once `serve` has set everything up
     /// and logged that it listens: the moment a ready file may be written.
@@ -243,6 +265,12 @@ impl BoundServer {
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
             .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS));
+        if let Some(streams) = self.independent_streams {
+            builder = builder
+                .max_concurrent_streams(streams)
+                .initial_stream_window_size(STREAM_WINDOW_BYTES)
+                .initial_connection_window_size(streams * STREAM_WINDOW_BYTES);
+        }
         // ANCHOR: load_shed
         if let Some(limit) = self.concurrency_limit {
             // Without load_shed, a call over the limit would wait in line for a

@@ -149,6 +149,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Calls one connection may carry at once. Each may hold a full stream window
+/// (1 MiB) of unread messages, so a connection may hold 16 MiB.
+pub const STREAMS_PER_CONNECTION: u32 = 16;
+
 /// `ingest serve-child`: the same server, configured by its experiment.
 pub async fn child() -> anyhow::Result<()> {
     let config: ServeConfig = harness::child::config()?;
@@ -196,6 +200,9 @@ pub async fn serve(
         .add_service(
             IngestServer::new(IngestService(ingestor.clone())).max_decoding_message_size(4 << 20),
         )
+        // A handler that waits for the budget leaves its stream's bytes
+        // unread; its neighbours on the connection must still get through.
+        .with_independent_streams(STREAMS_PER_CONNECTION)
         .with_drain_timeout(Duration::from_secs(5))
         .serve(stop)
         .await?;

@@ -27,32 +27,30 @@ fn header(path: &Path) -> String {
         .to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_call_leaves_messages_timeline_budget_and_metadata() {
-    let dir = tempfile::tempdir().unwrap();
-    let pki = certs::Pki::new(dir.path().join("certs"));
+/// A server started as `ingest serve` with `flags` (plus its address, PKI,
+/// record folder and ready file, all in `dir`), and a channel to it.
+async fn start(
+    dir: &Path,
+    flags: &[&str],
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    tonic::transport::Channel,
+) {
+    let pki = certs::Pki::new(dir.join("certs"));
     pki.generate(false).unwrap();
-    let record = dir.path().join("record");
-    let ready = dir.path().join("ready");
-    let args = serve_args(&[
+    let (certs, record, ready) = (pki.path(""), dir.join("record"), dir.join("ready"));
+    let mut words = vec![
         "--addr",
         "127.0.0.1:0",
         "--certs-dir",
-        pki.path("").to_str().unwrap(),
-        "--calls",
-        "1",
-        "--capacity",
-        "8",
-        "--budget",
-        "4",
-        "--plan",
-        "5ms@0s,10ms@200ms",
+        certs.to_str().unwrap(),
         "--record",
         record.to_str().unwrap(),
         "--ready-file",
         ready.to_str().unwrap(),
-    ]);
-    let server = tokio::spawn(ingest::server::run(args));
+    ];
+    words.extend(flags);
+    let server = tokio::spawn(ingest::server::run(serve_args(&words)));
 
     let mut addr = None;
     for _ in 0..300 {
@@ -73,6 +71,19 @@ async fn one_call_leaves_messages_timeline_budget_and_metadata() {
         identity: None,
     };
     let channel = endpoint(&target).unwrap().connect().await.unwrap();
+    (server, channel)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_call_leaves_messages_timeline_budget_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record");
+    let flags = ["--calls", "1", "--capacity", "8", "--budget", "4"];
+    let (server, channel) = start(
+        dir.path(),
+        &[&flags[..], &["--plan", "5ms@0s,10ms@200ms"]].concat(),
+    )
+    .await;
     let slots = Schedule::constant(40.0, Duration::from_millis(500)).slots();
     let run = ingest(
         channel,
@@ -137,6 +148,60 @@ async fn one_call_leaves_messages_timeline_budget_and_metadata() {
         assert!(!json["meta"][key].is_null(), "meta lacks {key}");
     }
     assert!(json["meta"]["machine"]["cpus"].as_u64().unwrap() >= 1);
+}
+
+/// Four calls on one connection, a budget of two, and chapter 12's slowdown
+/// in one-second phases. While the worker is slow, the handlers without a
+/// place in the budget stop reading and their streams fill with unread
+/// messages. If those bytes could use up the connection's window, a handler
+/// holding a place could no longer receive the message it waits for, and all
+/// four calls would hang: they did, three runs in three, before the server
+/// sized its connection window (and in chapter 12's `--streams 4` runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_sharing_a_connection_finish_when_the_budget_is_smaller_than_their_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--calls",
+        "4",
+        "--capacity",
+        "32",
+        "--budget",
+        "2",
+        "--plan",
+        "2.5ms@0s,10ms@1s,2.5ms@2s",
+    ];
+    let (server, channel) = start(dir.path(), &flags).await;
+    let slots = Schedule::constant(80.0, Duration::from_secs(3)).slots();
+    let counters = Arc::new(Counters::default());
+    let calls: Vec<_> = (0..4)
+        .map(|seed| {
+            let (channel, slots, counters) = (channel.clone(), slots.clone(), counters.clone());
+            tokio::spawn(async move {
+                ingest(channel, &slots, Timer::Tokio, 16 * 1024, seed, &counters).await
+            })
+        })
+        .collect();
+    let all = async {
+        let mut runs = Vec::new();
+        for call in calls {
+            runs.push(call.await.unwrap());
+        }
+        runs
+    };
+    let runs = tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .expect("every call ends: no stream may starve the others of window");
+    for run in runs {
+        let reply = run.reply.expect("the call succeeds");
+        let sent = run.records.iter().filter(|r| r.started.is_some()).count() as u64;
+        assert_eq!((reply.received, reply.processed), (sent, sent));
+        assert!(sent > 0);
+    }
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("--calls 3 stops the server after the calls")
+        .unwrap()
+        .expect("the server ran cleanly");
 }
 
 /// Runs the real binary and returns (exit code, stderr).
