@@ -107,11 +107,12 @@ pub fn check_observed(
     problems: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let chapters = observe::steps::read_all(&book.root)?;
-    let written: BTreeSet<&str> = chapters
+    let written: BTreeSet<String> = chapters
         .iter()
         .flat_map(|c| &c.steps)
         .flat_map(|s| s.action.outputs())
-        .chain(["machine.txt"])
+        .map(str::to_string)
+        .chain(chapters.iter().map(|c| observe::machine_file(&c.name)))
         .collect();
     for page in pages {
         let shown = page
@@ -124,7 +125,7 @@ pub fn check_observed(
                 (dir.rsplit('/').next() == Some("observed")).then(|| (line, name.to_string()))
             });
         for (line, name) in shown {
-            if !written.contains(name.as_str()) {
+            if !written.contains(&name) {
                 problems.push(format!(
                     "{}: shows observed/{name}, which no step of book/observe/*.toml writes",
                     at(page, line)

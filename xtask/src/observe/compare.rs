@@ -118,7 +118,7 @@ mod tests {
         let book = folder(&[
             ("ch12-quick.txt", "$ cargo run -p admission\n"),
             ("ch13-quick.txt", "$ cargo run -p overload\n"),
-            ("machine.txt", "Debian\n"),
+            ("ch13-machine.txt", "Debian\n"),
         ]);
         let fresh = folder(&[("ch12-quick.txt", "$ cargo run -p admission\n")]);
         assert!(

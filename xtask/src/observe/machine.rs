@@ -1,4 +1,4 @@
-//! `machine.txt`: the machine every observed output of a run comes from,
+//! `chNN-machine.txt`: the machine a chapter's observed outputs come from,
 //! since a figure means little without it (DESIGN.md: say where it ran).
 
 use std::process::Command;

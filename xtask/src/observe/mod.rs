@@ -9,7 +9,7 @@
 //!   wait bounded (`wait.rs`);
 //! - `output.rs` is what an observed file holds and how raw output becomes one;
 //! - `build.rs` builds what the steps run, first;
-//! - `compare.rs` is `--check`'s verdict; `machine.rs` writes `machine.txt`.
+//! - `compare.rs` is `--check`'s verdict; `machine.rs` writes each chapter's `chNN-machine.txt`.
 
 mod build;
 mod compare;
@@ -51,7 +51,12 @@ pub fn observe(root: &Path, names: &[String], check: bool) -> anyhow::Result<()>
 
     let target = target_dir(root);
     build::run(&build::plan(&selected)?)?;
-    std::fs::write(out.join("machine.txt"), machine::describe()?)?;
+    // One file per chapter: chapters observed on different days, or on
+    // different machines, each name their own.
+    let machine = machine::describe()?;
+    for chapter in &selected {
+        std::fs::write(out.join(machine_file(&chapter.name)), &machine)?;
+    }
     let mut runner = run::Runner::new(root, &out, &target)?;
     for chapter in &selected {
         runner.chapter(chapter)?;
@@ -83,6 +88,11 @@ pub fn observe(root: &Path, names: &[String], check: bool) -> anyhow::Result<()>
         out.display()
     );
     Ok(())
+}
+
+/// `ch12-machine.txt`: the machine chapter 12's outputs were observed on.
+pub fn machine_file(chapter: &str) -> String {
+    format!("{chapter}-machine.txt")
 }
 
 fn target_dir(root: &Path) -> PathBuf {
