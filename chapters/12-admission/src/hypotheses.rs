@@ -98,6 +98,7 @@ pub fn recovery(p: &PolicySummary, blocks: usize) -> Option<Finding> {
     })
 }
 
+// ANCHOR: added_value
 /// 4. Added value against fixed-8: each measure on its own, a difference
 ///    counting only beyond the frozen margins. Met if better somewhere and
 ///    worse nowhere, not met if worse somewhere and better nowhere, a
@@ -106,12 +107,13 @@ pub fn added_value(p: &PolicySummary, fixed8: &PolicySummary) -> Option<Finding>
     if p.policy == FIXED8 {
         return None;
     }
-    let mut better = Vec::new();
-    let mut worse = Vec::new();
-    let mut judge = |name: &str, sign: i8| match sign {
-        1 => better.push(name.to_string()),
-        -1 => worse.push(name.to_string()),
-        _ => {}
+    let (mut better, mut worse) = (Vec::new(), Vec::new());
+    let mut judge = |name: &'static str, is_better: bool, is_worse: bool| {
+        if is_better {
+            better.push(name);
+        } else if is_worse {
+            worse.push(name);
+        }
     };
     // A p95 reduction counts when its interval excludes zero.
     for (name, i) in [
@@ -119,73 +121,34 @@ pub fn added_value(p: &PolicySummary, fixed8: &PolicySummary) -> Option<Finding>
         ("slowdown p95", p.slowdown_vs_fixed8),
     ] {
         if let Some(i) = i {
-            judge(
-                name,
-                if i.low > 0.0 {
-                    1
-                } else if i.high < 0.0 {
-                    -1
-                } else {
-                    0
-                },
-            );
+            judge(name, i.low > 0.0, i.high < 0.0);
         }
     }
     let worst = |s: &PolicySummary| s.longest_send_ms.iter().copied().fold(0.0, f64::max);
-    let (mine, theirs) = (worst(p), worst(fixed8));
-    if theirs > 0.0 {
-        let r = mine / theirs;
-        judge(
-            "longest send",
-            if r < 0.9 {
-                1
-            } else if r > 1.1 {
-                -1
-            } else {
-                0
-            },
-        );
+    if worst(fixed8) > 0.0 {
+        let send = worst(p) / worst(fixed8);
+        judge("longest send", send < 0.9, send > 1.1);
     }
     if let Some(t) = p.throughput_vs_fixed8 {
-        judge(
-            "throughput",
-            if t > 1.01 {
-                1
-            } else if t < 0.99 {
-                -1
-            } else {
-                0
-            },
-        );
+        judge("throughput", t > 1.01, t < 0.99);
     }
     let gained = p.recovered as i64 - fixed8.recovered as i64;
-    judge(
-        "recovery",
-        if gained >= 2 {
-            1
-        } else if gained <= -2 {
-            -1
-        } else {
-            0
-        },
-    );
+    judge("recovery", gained >= 2, gained <= -2);
     let verdict = match (better.is_empty(), worse.is_empty()) {
         (false, true) => Verdict::Met,
         (true, false) => Verdict::NotMet,
         _ => Verdict::Undecided,
     };
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "nothing".to_string()
-        } else {
-            v.join(", ")
-        }
+    let list = |v: &[&str]| match v {
+        [] => "nothing".to_string(),
+        v => v.join(", "),
     };
     Some(Finding {
         verdict,
         figures: format!("better: {}; worse: {}", list(&better), list(&worse)),
     })
 }
+// ANCHOR_END: added_value
 
 /// Every policy but fixed-32, with its four findings (`None`: the analysis
 /// lacks the reference it needs).
