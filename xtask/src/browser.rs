@@ -1,10 +1,11 @@
 //! `cargo xtask browser`: look at the built book the way a reader does.
 //!
 //! mdBook checks that pages build, not that they work. A quiz is drawn by
-//! JavaScript after the page loads, and a plot is an SVG the browser must
-//! parse; either can be present in the HTML and still show nothing. So this
-//! opens pages in headless Chromium, lets their scripts run, and checks the
-//! rendered DOM, then saves a screenshot of each for a person to look at.
+//! JavaScript after the page loads, and a plot or a diagram is an SVG the
+//! browser must parse; any of them can be present in the HTML and still show
+//! nothing. So this opens pages in headless Chromium, lets their scripts run,
+//! and checks the rendered DOM, then saves a screenshot of each for a person
+//! to look at.
 
 use std::{
     path::{Path, PathBuf},
@@ -18,13 +19,28 @@ enum Expect {
     Quiz,
     /// An inline SVG plot with drawn lines.
     Plot,
+    /// Images (`![...](diagrams/x.svg)`), every one loaded and decoded.
+    Images,
 }
 
 /// Each page, and what must render on it.
-const PAGES: [(&str, Expect); 2] = [
+const PAGES: [(&str, Expect); 6] = [
     ("ch01-getting-started.html", Expect::Quiz),
     ("ch02-protobuf.html", Expect::Plot),
+    ("ch03-tls.html", Expect::Images),
+    ("ch04-grpc-greeter.html", Expect::Images),
+    ("ch10-performance.html", Expect::Images),
+    ("ch11-backpressure.html", Expect::Images),
 ];
+
+/// Added to a copy of a page: once everything has loaded, it writes on the
+/// root element which images the browser could not decode. A broken image
+/// (missing, or an SVG that is not well-formed) has no natural width.
+const IMAGE_PROBE: &str = "<script>window.addEventListener('load', () => {\
+    const imgs = [...document.images];\
+    const broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));\
+    document.documentElement.dataset.images = broken.length ? 'broken ' + broken.join(' ') : 'loaded ' + imgs.length;\
+});</script>";
 
 /// The flags a headless Chromium needs on a machine with no network beyond
 /// loopback and no GPU, running as root.
@@ -65,10 +81,16 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
 
     for (page, expect) in PAGES {
         let url = format!("file://{}", book.join(page).display());
+        // The page itself cannot report on its images, so a copy that can is
+        // what the browser reads; the screenshot below is of the page itself.
+        let read = match expect {
+            Expect::Images => image_probe(&book, page, &shots)?,
+            _ => url.clone(),
+        };
         let dom = run(
             chromium,
             &profile,
-            &["--virtual-time-budget=10000", "--dump-dom", &url],
+            &["--virtual-time-budget=10000", "--dump-dom", &read],
         )?;
         match expect {
             Expect::Quiz => {
@@ -86,6 +108,17 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
                 anyhow::ensure!(
                     dom.contains("<svg") && lines >= 2,
                     "{page}: the plot did not render (found {lines} drawn lines)"
+                );
+            }
+            Expect::Images => {
+                let report = dom
+                    .split_once("data-images=\"")
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map(|(report, _)| report);
+                anyhow::ensure!(
+                    report.is_some_and(|r| r.starts_with("loaded ") && r != "loaded 0"),
+                    "{page}: its images did not all render ({})",
+                    report.unwrap_or("no report: the probe's script did not run")
                 );
             }
         }
@@ -107,6 +140,23 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
         println!("{page}: rendered; screenshot {}", shot.display());
     }
     Ok(())
+}
+
+/// Writes a copy of `page` with [`IMAGE_PROBE`] into `shots`, its relative
+/// links still leading into the book; returns its URL.
+fn image_probe(book: &Path, page: &str, shots: &Path) -> anyhow::Result<String> {
+    let html = std::fs::read_to_string(book.join(page))?;
+    anyhow::ensure!(
+        html.contains("<head>") && html.contains("</body>"),
+        "{page}: no <head> or </body> to add the image probe to"
+    );
+    let base = format!("<head><base href=\"file://{}/\">", book.display());
+    let html =
+        html.replacen("<head>", &base, 1)
+            .replacen("</body>", &format!("{IMAGE_PROBE}</body>"), 1);
+    let probe = shots.join(format!("probe-{page}"));
+    std::fs::write(&probe, html)?;
+    Ok(format!("file://{}", probe.display()))
 }
 
 /// Runs Chromium with a fresh profile and a time limit; returns its stdout.

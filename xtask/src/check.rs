@@ -2,7 +2,9 @@
 //!
 //! - every `{{#include}}` names a file that exists and, if it names an anchor,
 //!   an anchor that exists in that file;
-//! - every relative link leads to a page (and heading) that exists;
+//! - every relative link leads to a page (and heading) that exists, and every
+//!   SVG a page shows is well-formed XML; every diagram in
+//!   `book/src/diagrams/` is shown by some page;
 //! - every anchored region of the sources is included somewhere, and one that
 //!   ends inside a block says so (`anchors.rs`);
 //! - every chapter has the workshop's shape and a quiz of at least four
@@ -16,7 +18,7 @@
 //! - the answers appendix is what `cargo xtask answers` would write.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
 };
 
@@ -139,10 +141,14 @@ fn quiz_of(page: &Page) -> Option<PathBuf> {
 pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     let mut problems = Vec::new();
     let pages = book.pages()?;
+    let bases = link_bases(&pages);
     for page in &pages {
+        let base = bases.get(&page.path).map_or(page.dir(), PathBuf::as_path);
         check_includes(page, &mut problems);
-        check_links(page, &mut problems);
+        check_links(page, base, &mut problems);
+        check_images(page, base, &mut problems);
     }
+    check_diagrams_shown(book, &pages, &bases, &mut problems)?;
     for chapter in book.chapters()? {
         check_shape(&chapter, &mut problems);
     }
@@ -208,7 +214,24 @@ pub fn check_includes(page: &Page, problems: &mut Vec<String>) {
     }
 }
 
-pub fn check_links(page: &Page, problems: &mut Vec<String>) {
+/// The folder each page's relative links lead from: its own, except for a
+/// Markdown part, which mdBook pastes into the page that includes it
+/// (`{{#include parts/ch10-deadlines-concept.md}}`), so that its links and
+/// images lead from that page.
+fn link_bases(pages: &[Page]) -> HashMap<PathBuf, PathBuf> {
+    let mut bases = HashMap::new();
+    for page in pages {
+        for (_, argument) in page.directives("include") {
+            let path = page.dir().join(argument.trim());
+            if path.extension().is_some_and(|e| e == "md") {
+                bases.insert(path, page.dir().to_path_buf());
+            }
+        }
+    }
+    bases
+}
+
+pub fn check_links(page: &Page, base: &Path, problems: &mut Vec<String>) {
     for (line, target) in page.links() {
         if target.contains("://") || target.starts_with("mailto:") {
             continue;
@@ -223,7 +246,7 @@ pub fn check_links(page: &Page, problems: &mut Vec<String>) {
                 text: page.text.clone(),
             })
         } else {
-            let path = page.dir().join(file.replace(".html", ".md"));
+            let path = base.join(file.replace(".html", ".md"));
             if !path.exists() {
                 problems.push(format!(
                     "{}: links to {file}, which does not exist",
@@ -247,6 +270,54 @@ pub fn check_links(page: &Page, problems: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// Every SVG a page shows (`![...](diagrams/x.svg)`) is well-formed XML: a
+/// browser shows a malformed one as a broken image, and mdBook builds anyway.
+/// (A missing one is a broken link, above.)
+pub fn check_images(page: &Page, base: &Path, problems: &mut Vec<String>) {
+    for (line, target) in page.links() {
+        if target.contains("://") || !target.ends_with(".svg") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(base.join(&target)) else {
+            continue;
+        };
+        if let Err(problem) = roxmltree::Document::parse(&text) {
+            problems.push(format!(
+                "{}: shows {target}, which is not well-formed XML: {problem}",
+                at(page, line)
+            ));
+        }
+    }
+}
+
+/// Every drawing in `book/src/diagrams/` is shown by a page: one that none
+/// shows has lost its place in the text, or was never given one.
+fn check_diagrams_shown(
+    book: &Book,
+    pages: &[Page],
+    bases: &HashMap<PathBuf, PathBuf>,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let dir = book.src().join("diagrams");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    let shown: BTreeSet<PathBuf> = pages
+        .iter()
+        .flat_map(|page| {
+            let base = bases.get(&page.path).map_or(page.dir(), PathBuf::as_path);
+            page.links().into_iter().map(move |(_, t)| base.join(t))
+        })
+        .collect();
+    for entry in entries {
+        let path = entry?.path();
+        if !shown.contains(&path) {
+            problems.push(format!("{}: no page shows it", path.display()));
+        }
+    }
+    Ok(())
 }
 
 /// A page's heading ids, with those of the Markdown parts it includes
@@ -364,10 +435,36 @@ mod tests {
             "# P\n[ok](other.md#real-heading) [bad](missing.md) [bad heading](other.md#nope) [web](https://x.y/z)\n",
         );
         let mut problems = Vec::new();
-        check_links(&page, &mut problems);
+        check_links(&page, &s.0, &mut problems);
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("missing.md"));
         assert!(problems[1].contains("#nope"));
+    }
+
+    #[test]
+    fn a_malformed_svg_is_reported_and_a_part_links_from_its_page() {
+        let s = scratch("images");
+        std::fs::create_dir_all(s.0.join("diagrams")).unwrap();
+        std::fs::create_dir_all(s.0.join("parts")).unwrap();
+        std::fs::write(
+            s.0.join("diagrams/good.svg"),
+            "<svg><title>ok</title></svg>",
+        )
+        .unwrap();
+        std::fs::write(s.0.join("diagrams/bad.svg"), "<svg><g></svg>").unwrap();
+        let chapter = page_in(&s.0, "p.md", "# P\n{{#include parts/part.md}}\n");
+        let part = page_in(
+            &s.0.join("parts"),
+            "part.md",
+            "![good](diagrams/good.svg)\n![bad](diagrams/bad.svg)\n",
+        );
+        let bases = link_bases(&[chapter]);
+        let base = bases.get(&part.path).expect("the part is included");
+        let mut problems = Vec::new();
+        check_links(&part, base, &mut problems);
+        check_images(&part, base, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("diagrams/bad.svg, which is not well-formed XML"));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!   check-book rejects), page by page;
 //! - `answers` regenerates the answers appendix from the quizzes;
 //! - `browser` opens the built book in headless Chromium and checks that a
-//!   quiz and a plot really render.
+//!   quiz, a plot and the diagrams really render.
 
 mod anchors;
 mod browser;
@@ -50,7 +50,7 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
-    /// Check the book against the code: includes, links, shape, quizzes, commands
+    /// Check the book against the code: includes, links, diagrams, shape, quizzes, commands
     CheckBook,
     /// List the numbers with a unit that pages type by hand instead of drawing from a run
     HandTyped {
@@ -95,7 +95,7 @@ fn check_book(root: &Path) -> anyhow::Result<()> {
         "{} problem(s) in the book",
         problems.len()
     );
-    println!("the book's includes, links, chapters, quizzes and commands check out");
+    println!("the book's includes, links, diagrams, chapters, quizzes and commands check out");
     Ok(())
 }
 
