@@ -8,7 +8,7 @@
 //!   book's commands still work;
 //! - `check-book` checks includes, links, chapter shape, quizzes and every
 //!   command in the book against the real programs;
-//! - `hand-typed` lists the numbers with a unit that pages type by hand (what
+//! - `hand-typed` lists the measured-looking numbers that pages type by hand (what
 //!   check-book rejects), page by page;
 //! - `answers` regenerates the answers appendix from the quizzes;
 //! - `browser` opens the built book in headless Chromium and checks that a
@@ -52,7 +52,7 @@ enum Task {
     },
     /// Check the book against the code: includes, links, diagrams, shape, quizzes, commands
     CheckBook,
-    /// List the numbers with a unit that pages type by hand instead of drawing from a run
+    /// List the numbers (with a unit, a decimal point or a thousands separator) that pages type by hand instead of drawing from a run
     HandTyped {
         /// Pages under book/src/ (ch06-clients.md ...); every page when none is named
         #[arg(value_name = "PAGE")]

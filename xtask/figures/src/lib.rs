@@ -11,7 +11,8 @@
 //! as their text: `{{#quote 5.72 ms}}` (from a source: a seed, a specification,
 //! a library's code), `{{#param 10 ms}}` (a value the workshop chose: a flag, a
 //! limit, a configured delay) and `{{#calc 4×}}` (arithmetic on figures the page
-//! shows). [`unmarked`] finds a number with a unit that is none of these, which
+//! shows). [`unmarked`] finds a number that is none of these and reads as a
+//! measurement (it has a unit, a decimal point or a thousands separator), which
 //! is how `cargo xtask check-book` catches a figure typed by hand.
 
 use std::{
@@ -217,13 +218,30 @@ static MEASURE: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
-/// Every number with a unit in the prose of a Markdown text (fenced blocks
-/// left out) that is not drawn from a run or marked: `(line, the figure)`.
-/// Headings are left out too: they name a step ("a 1 MiB window") rather than
-/// report a result, and a marker in one would change its anchor.
+/// A number with no unit that still reads as a measurement: it has a decimal
+/// point or a thousands separator (`0.94 of its core`, `1,347 messages`).
+/// Small whole numbers ("two streams", "step 3") are left alone.
+static BARE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|[^\w.,/#:-])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?:$|[^\w.,])").unwrap()
+});
+
+/// What makes the number after it a version or a section, not a result:
+/// `TLS 1.3`, `tonic 0.14`, `curl 7.88`, `section 8.1`.
+static VERSIONED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:tls|curl|tonic|hyper|h2|rustc|toolchain|section|rfc|mdbook|rust)\W{0,3}$")
+        .unwrap()
+});
+
+/// Every figure in the prose of a Markdown text (fenced blocks left out)
+/// that is not drawn from a run or marked: a number with a unit, or one
+/// without a unit that has a decimal point or a thousands separator and is
+/// not a version. `(line, the figure)`. Headings are left out too: they name
+/// a step ("a 1 MiB window") rather than report a result, and a marker in one
+/// would change its anchor.
 pub fn unmarked(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     let mut in_fence = false;
+    let mut previous = String::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim_start().starts_with("```") {
             in_fence = !in_fence;
@@ -236,6 +254,25 @@ pub fn unmarked(text: &str) -> Vec<(usize, String)> {
         for c in MEASURE.captures_iter(&prose) {
             found.push((i + 1, c[1].to_string()));
         }
+        // A comma or full stop that ends a clause is punctuation, not part of
+        // the number before it ("1,324.535, 332.431.").
+        let rest = MEASURE.replace_all(&prose, " ");
+        let rest = format!("{} ", rest.trim_end())
+            .replace(", ", "  ")
+            .replace(". ", "  ");
+        for c in BARE.captures_iter(&rest) {
+            let number = c.get(1).expect("group 1");
+            // A version's name may end the line before ("... in tonic\n0.14").
+            let before = format!("{previous} {}", &rest[..number.start()]);
+            if !VERSIONED.is_match(&before) {
+                found.push((i + 1, number.as_str().to_string()));
+            }
+        }
+        previous = prose
+            .split_whitespace()
+            .last()
+            .unwrap_or_default()
+            .to_string();
     }
     found
 }
@@ -263,9 +300,24 @@ mod tests {
                     ```text\nresumed after 2.3 ms\n```\n\
                     Run `--step 80/s:10s`, see [p99](ch10.md#p-99-9-ms), HTTP/2, p99, tonic 0.14.6.\n\
                     A 4x gap, 1,056.7 KiB, 12% and 30,000/s.\n\
-                    ### 8. The same with a 64 KiB window\n";
+                    ### 8. The same with a 64 KiB window\n\
+                    Its core was at 0.94; 1,347 messages in two streams, over TLS 1.3 and tonic\n\
+                    0.14, at 12:00:00.500 (RFC 9113, section 8.1); 1,324.535, 332.431.\n";
         let found: Vec<String> = unmarked(page).into_iter().map(|(_, f)| f).collect();
-        assert_eq!(found, ["2.5 ms", "4x", "1,056.7 KiB", "12%", "30,000/s"]);
+        assert_eq!(
+            found,
+            [
+                "2.5 ms",
+                "4x",
+                "1,056.7 KiB",
+                "12%",
+                "30,000/s",
+                "0.94",
+                "1,347",
+                "1,324.535",
+                "332.431"
+            ]
+        );
         assert_eq!(unmarked(page)[0].0, 1);
     }
 
