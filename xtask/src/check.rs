@@ -143,7 +143,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     let pages = book.pages()?;
     let bases = link_bases(&pages);
     for page in &pages {
-        let base = bases.get(&page.path).map_or(page.dir(), PathBuf::as_path);
+        let base = link_base(&bases, page);
         check_includes(page, &mut problems);
         check_links(page, base, &mut problems);
         check_images(page, base, &mut problems);
@@ -212,6 +212,11 @@ pub fn check_includes(page: &Page, problems: &mut Vec<String>) {
             problems.push(format!("{}: quiz {file} does not exist", at(page, line)));
         }
     }
+}
+
+/// The folder `page`'s relative links lead from (see [`link_bases`]).
+fn link_base<'a>(bases: &'a HashMap<PathBuf, PathBuf>, page: &'a Page) -> &'a Path {
+    bases.get(&page.path).map_or(page.dir(), PathBuf::as_path)
 }
 
 /// The folder each page's relative links lead from: its own, except for a
@@ -307,7 +312,7 @@ fn check_diagrams_shown(
     let shown: BTreeSet<PathBuf> = pages
         .iter()
         .flat_map(|page| {
-            let base = bases.get(&page.path).map_or(page.dir(), PathBuf::as_path);
+            let base = link_base(bases, page);
             page.links().into_iter().map(move |(_, t)| base.join(t))
         })
         .collect();

@@ -78,12 +78,17 @@ async fn start(
 async fn one_call_leaves_messages_timeline_budget_and_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("record");
-    let flags = ["--calls", "1", "--capacity", "8", "--budget", "4"];
-    let (server, channel) = start(
-        dir.path(),
-        &[&flags[..], &["--plan", "5ms@0s,10ms@200ms"]].concat(),
-    )
-    .await;
+    let flags = [
+        "--calls",
+        "1",
+        "--capacity",
+        "8",
+        "--budget",
+        "4",
+        "--plan",
+        "5ms@0s,10ms@200ms",
+    ];
+    let (server, channel) = start(dir.path(), &flags).await;
     let slots = Schedule::constant(40.0, Duration::from_millis(500)).slots();
     let run = ingest(
         channel,
@@ -199,7 +204,7 @@ async fn calls_sharing_a_connection_finish_when_the_budget_is_smaller_than_their
     }
     tokio::time::timeout(Duration::from_secs(30), server)
         .await
-        .expect("--calls 3 stops the server after the calls")
+        .expect("--calls 4 stops the server after the calls")
         .unwrap()
         .expect("the server ran cleanly");
 }
