@@ -4,6 +4,10 @@
 //! client, or reqwest) and checks what that client sees: the status and its
 //! problem details, that the connection survives where it should, and that
 //! everyone else is served meanwhile.
+//!
+//! One file (about 510 lines) because every case shares the raw clients and
+//! the check that the server still serves others; the gRPC port's cases are in
+//! chapter 4's `tests/hostile.rs`.
 
 use axum::{body::Bytes, http::Method};
 use grpc_server::testing::{TestServer, WAIT, raw, within};

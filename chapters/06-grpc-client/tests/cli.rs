@@ -2,6 +2,10 @@
 //! with a fresh PKI per test, servers on 127.0.0.1:0. Each test checks the exit
 //! status and the shape of what the client printed; none asserts how fast
 //! anything was, and every wait is bounded.
+//!
+//! One file for the whole command line (about 560 lines): every test drives
+//! the same binary through the same helpers, and a reader looking for how a
+//! flag behaves finds it here, whichever call it belongs to.
 
 use std::{
     net::SocketAddr,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use perf::retry::{Config, Policy, run};
+use perf::retry::{Config, Policy, Snapshot, run};
 
 /// A server that can never answer within the deadline: every attempt fails.
 fn dead_server(policy: Policy) -> Config {
@@ -21,9 +21,14 @@ fn dead_server(policy: Policy) -> Config {
     }
 }
 
+/// Runs the simulation to its end, with no progress lines.
+async fn simulate(config: Config) -> Snapshot {
+    run(config, Duration::from_secs(1), |_| {}).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn naive_retries_multiply_attempts_by_max_attempts() {
-    let s = run(dead_server(Policy::Naive), Duration::from_secs(1), |_| {}).await;
+    let s = simulate(dead_server(Policy::Naive)).await;
     assert_eq!(s.calls, 200);
     assert_eq!(s.failed, 200);
     assert_eq!(s.attempts, 4 * 200);
@@ -34,7 +39,7 @@ async fn naive_retries_multiply_attempts_by_max_attempts() {
 #[tokio::test(start_paused = true)]
 async fn retry_budget_keeps_attempts_within_budget() {
     let config = dead_server(Policy::Budgeted);
-    let s = run(config.clone(), Duration::from_secs(1), |_| {}).await;
+    let s = simulate(config.clone()).await;
     assert_eq!(s.calls, 200);
     assert_eq!(s.failed, 200);
     // With no successes to refill it, the bucket (10 tokens, retries only above
@@ -52,7 +57,7 @@ async fn budgeted_never_retries_a_call_that_is_not_idempotent() {
         non_idempotent_every: 1, // every call changes state
         ..dead_server(Policy::Budgeted)
     };
-    let s = run(config, Duration::from_secs(1), |_| {}).await;
+    let s = simulate(config).await;
     assert_eq!(s.retries, 0);
     assert_eq!(s.attempts, s.calls);
     assert_eq!(s.retries_refused_idempotency, s.calls);
@@ -78,7 +83,7 @@ async fn one_overall_deadline_bounds_every_budgeted_call() {
         ..Config::default()
     };
     let started = tokio::time::Instant::now();
-    let s = run(config.clone(), Duration::from_secs(1), |_| {}).await;
+    let s = simulate(config.clone()).await;
     // The last call starts just before `duration`; with one shared deadline it
     // has ended by `duration + deadline`, retries and all.
     assert!(
@@ -96,14 +101,10 @@ async fn healthy_server_needs_no_retries() {
         ..Config::default()
     };
     for policy in [Policy::Naive, Policy::Budgeted] {
-        let s = run(
-            Config {
-                policy,
-                ..config.clone()
-            },
-            Duration::from_secs(1),
-            |_| {},
-        )
+        let s = simulate(Config {
+            policy,
+            ..config.clone()
+        })
         .await;
         assert_eq!(s.failed, 0, "{policy:?}: {s:?}");
         assert_eq!(s.amplification(), 1.0, "{policy:?}");
@@ -119,7 +120,7 @@ async fn with_one_deadline_attempts_share_it_and_each_has_its_own_timeout() {
         max_attempts: 4,
         ..dead_server(Policy::Deadline)
     };
-    let s = run(config, Duration::from_secs(1), |_| {}).await;
+    let s = simulate(config).await;
     assert_eq!(s.attempts, 3 * s.calls, "{s:?}");
     assert_eq!(s.retries_refused_deadline, s.calls, "{s:?}");
 }
@@ -131,14 +132,10 @@ async fn each_policy_adds_one_rule_and_only_the_idempotent_rule_refuses_state_ch
         ..dead_server(Policy::Naive)
     };
     for policy in Policy::ALL {
-        let s = run(
-            Config {
-                policy,
-                ..config.clone()
-            },
-            Duration::from_secs(1),
-            |_| {},
-        )
+        let s = simulate(Config {
+            policy,
+            ..config.clone()
+        })
         .await;
         let refuses = policy >= Policy::Idempotent;
         assert_eq!(s.retries == 0, refuses, "{policy:?}: {s:?}");
@@ -159,7 +156,7 @@ async fn a_budgeted_retry_rescues_calls_caught_by_a_short_slow_spell() {
         non_idempotent_every: 0,
         ..Config::default()
     };
-    let s = run(config, Duration::from_secs(1), |_| {}).await;
+    let s = simulate(config).await;
     assert!(s.retries > 0, "{s:?}");
     assert!(s.rescued > 0, "{s:?}");
     assert!(s.rescued <= s.retries, "{s:?}");
