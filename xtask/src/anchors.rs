@@ -21,7 +21,14 @@ use std::{
 use crate::markdown::Page;
 
 /// What the book includes listings from, relative to the workspace root.
-pub const SOURCES: [&str; 5] = ["chapters", "support", "examples", "proto", "Cargo.toml"];
+pub const SOURCES: [&str; 6] = [
+    "chapters",
+    "support",
+    "examples",
+    "exercises",
+    "proto",
+    "Cargo.toml",
+];
 
 /// One `ANCHOR` region of a file.
 #[derive(Debug, PartialEq)]

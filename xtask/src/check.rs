@@ -117,6 +117,25 @@ impl Book {
         Ok(out)
     }
 
+    /// The chapters whose code exercise has a solution in exercises/solutions/.
+    pub fn solved_exercises(&self) -> anyhow::Result<Vec<u32>> {
+        let dir = self.root.join("exercises/solutions");
+        let mut solved = Vec::new();
+        for entry in std::fs::read_dir(&dir)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
+        {
+            let name = entry?.file_name();
+            let chapter = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("ch")?.strip_suffix(".rs"));
+            if let Some(n) = chapter.and_then(|c| c.parse().ok()) {
+                solved.push(n);
+            }
+        }
+        solved.sort_unstable();
+        Ok(solved)
+    }
+
     pub fn answers_path(&self) -> PathBuf {
         self.src().join("answers.md")
     }
@@ -160,10 +179,13 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     check_observed(book, &pages, &mut problems)?;
     anchors::check(&book.root, &pages, &mut problems)?;
     figures::check(book, &pages, &mut problems)?;
-    match book.quizzes() {
-        Ok(quizzes) => {
+    match book
+        .quizzes()
+        .and_then(|q| Ok((q, book.solved_exercises()?)))
+    {
+        Ok((quizzes, solved)) => {
             let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();
-            if current != quiz::appendix(&quizzes) {
+            if current != quiz::appendix(&quizzes, &solved) {
                 problems.push(format!(
                     "{}: out of date with book/quizzes; run `cargo xtask answers`",
                     book.answers_path().display()

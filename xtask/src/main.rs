@@ -11,6 +11,8 @@
 //! - `hand-typed` lists the measured-looking numbers that pages type by hand (what
 //!   check-book rejects), page by page;
 //! - `answers` regenerates the answers appendix from the quizzes;
+//! - `exercises` checks that every exercise's starter fails its tests, each
+//!   saying what is still to do, and that its solution passes them;
 //! - `browser` opens the built book in headless Chromium and checks that a
 //!   quiz, a plot and the diagrams really render.
 
@@ -19,6 +21,7 @@ mod browser;
 mod check;
 mod clis;
 mod commands;
+mod exercises;
 mod figures;
 mod markdown;
 mod observe;
@@ -60,6 +63,9 @@ enum Task {
     },
     /// Regenerate book/src/answers.md from book/quizzes/
     Answers,
+    /// Check every exercise: its starter fails its tests, each saying what is
+    /// still to do, and its solution passes them
+    Exercises,
     /// Render the built book in headless Chromium; screenshots go to target/browser/
     Browser,
 }
@@ -72,6 +78,7 @@ fn main() -> ExitCode {
         Task::CheckBook => check_book(&root),
         Task::HandTyped { pages } => figures::list_hand_typed(&Book { root: root.clone() }, &pages),
         Task::Answers => answers(&root),
+        Task::Exercises => exercises::check(&root),
         Task::Browser => browser::check(&root),
     };
     match result {
@@ -103,7 +110,7 @@ fn answers(root: &Path) -> anyhow::Result<()> {
     let book = Book {
         root: root.to_path_buf(),
     };
-    let text = quiz::appendix(&book.quizzes()?);
+    let text = quiz::appendix(&book.quizzes()?, &book.solved_exercises()?);
     std::fs::write(book.answers_path(), text)?;
     println!("wrote {}", book.answers_path().display());
     Ok(())

@@ -112,7 +112,13 @@ impl Page {
                     .then(|| line[hashes..].trim())
                     .filter(|t| !t.is_empty())
             })
-            .map(heading_id)
+            .map(
+                |text| match text.strip_suffix('}').and_then(|t| t.rsplit_once("{#")) {
+                    // `## Title {#id}`: mdBook's heading attribute sets the id.
+                    Some((_, id)) => id.to_string(),
+                    None => heading_id(text),
+                },
+            )
             .collect()
     }
 
@@ -260,6 +266,10 @@ mod tests {
             "chapter-2-protocol-buffers"
         );
         assert_eq!(heading_id("Why `delay_ms`?"), "why-delay_ms");
+        assert_eq!(
+            page("# Solutions\n\n## Chapter 11: reserve {#ch11}\n").heading_ids(),
+            ["solutions", "ch11"]
+        );
     }
 
     #[test]

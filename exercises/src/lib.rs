@@ -1,0 +1,23 @@
+//! Exercises that change the workshop's mechanisms: each module is a small
+//! piece of a chapter's code with one rule left out. Edit the module, then run
+//! its tests; they fail with a message that says what is still missing.
+//!
+//! ```text
+//! cargo test --manifest-path exercises/Cargo.toml --test ch11
+//! ```
+//!
+//! The solutions are in `solutions/`, built in place of the starters with
+//! `--features solutions`; CI runs the same tests against both and checks
+//! that every starter fails and every solution passes.
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch11;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch11.rs"]
+pub mod ch11;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch13;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch13.rs"]
+pub mod ch13;
