@@ -11,6 +11,42 @@
 //! that every starter fails and every solution passes.
 
 #[cfg(not(feature = "solutions"))]
+pub mod ch04;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch04.rs"]
+pub mod ch04;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch05;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch05.rs"]
+pub mod ch05;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch06;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch06.rs"]
+pub mod ch06;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch07;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch07.rs"]
+pub mod ch07;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch08;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch08.rs"]
+pub mod ch08;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch10;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch10.rs"]
+pub mod ch10;
+
+#[cfg(not(feature = "solutions"))]
 pub mod ch11;
 #[cfg(feature = "solutions")]
 #[path = "../solutions/ch11.rs"]

@@ -47,6 +47,16 @@ pub fn read(path: &Path) -> anyhow::Result<Quiz> {
         path.display(),
         quiz.questions.len()
     );
+    // Reading an answer after the run teaches less than committing to one
+    // before it: every chapter asks the reader to predict a step's output.
+    anyhow::ensure!(
+        quiz.questions
+            .iter()
+            .any(|q| q.prompt.prompt.to_lowercase().contains("predict")),
+        "{} has no question that asks the reader to predict an output before a step runs \
+         (a prompt with \"Predict\", explained by what the run printed)",
+        path.display()
+    );
     for (i, q) in quiz.questions.iter().enumerate() {
         let n = i + 1;
         anyhow::ensure!(
@@ -128,7 +138,7 @@ mod tests {
     const QUIZ: &str = r#"
 [[questions]]
 type = "MultipleChoice"
-prompt.prompt = "Which?"
+prompt.prompt = "Predict: which?"
 prompt.distractors = ["b", "c"]
 answer.answer = "a"
 context = "Because a."
@@ -147,7 +157,7 @@ context = "The REST default."
         assert!(text.contains("## Chapter 9: X"));
         assert!(text.contains("(solutions.md#ch09)"), "{text}");
         assert!(
-            text.contains("**1.** Which?\n\n- a\n- b\n- c\n\n*Answer:* a\n\nBecause a."),
+            text.contains("**1.** Predict: which?\n\n- a\n- b\n- c\n\n*Answer:* a\n\nBecause a."),
             "{text}"
         );
         assert!(text.contains("*Answer:* `8443`"));
@@ -177,6 +187,14 @@ context = "The REST default."
                 .unwrap_err()
                 .to_string()
                 .contains("context")
+        );
+        let no_prediction = dir.join("no-prediction.toml");
+        std::fs::write(&no_prediction, QUIZ.repeat(2).replace("Predict: ", "")).unwrap();
+        assert!(
+            read(&no_prediction)
+                .unwrap_err()
+                .to_string()
+                .contains("predict an output")
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
