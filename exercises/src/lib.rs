@@ -1,6 +1,7 @@
 //! Exercises that change the workshop's mechanisms: each module is a small
 //! piece of a chapter's code with one rule left out. Edit the module, then run
-//! its tests; they fail with a message that says what is still missing.
+//! its tests; they fail with a message that says what is still missing. What
+//! an exercise uses but leaves alone is in `given/`, once for both versions.
 //!
 //! ```text
 //! cargo test --manifest-path exercises/Cargo.toml --test ch11
@@ -57,3 +58,11 @@ pub mod ch13;
 #[cfg(feature = "solutions")]
 #[path = "../solutions/ch13.rs"]
 pub mod ch13;
+
+/// What an exercise uses but does not ask the reader to change, written once
+/// for its starter and its solution.
+pub mod given {
+    pub mod ch04;
+    pub mod ch05;
+    pub mod ch07;
+}

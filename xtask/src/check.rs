@@ -117,23 +117,13 @@ impl Book {
         Ok(out)
     }
 
-    /// The chapters whose code exercise has a solution in exercises/solutions/.
+    /// The numbers of the chapters that have a code exercise (and so a
+    /// solution), as `cargo xtask exercises` finds them.
     pub fn solved_exercises(&self) -> anyhow::Result<Vec<u32>> {
-        let dir = self.root.join("exercises/solutions");
-        let mut solved = Vec::new();
-        for entry in std::fs::read_dir(&dir)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
-        {
-            let name = entry?.file_name();
-            let chapter = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("ch")?.strip_suffix(".rs"));
-            if let Some(n) = chapter.and_then(|c| c.parse().ok()) {
-                solved.push(n);
-            }
-        }
-        solved.sort_unstable();
-        Ok(solved)
+        Ok(crate::exercises::chapters(&self.root)?
+            .iter()
+            .filter_map(|name| name.strip_prefix("ch")?.parse().ok())
+            .collect())
     }
 
     pub fn answers_path(&self) -> PathBuf {
