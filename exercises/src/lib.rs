@@ -54,6 +54,12 @@ pub mod ch11;
 pub mod ch11;
 
 #[cfg(not(feature = "solutions"))]
+pub mod ch12;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch12.rs"]
+pub mod ch12;
+
+#[cfg(not(feature = "solutions"))]
 pub mod ch13;
 #[cfg(feature = "solutions")]
 #[path = "../solutions/ch13.rs"]
