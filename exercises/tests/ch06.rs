@@ -1,7 +1,7 @@
 //! Chapter 6's exercise, `exercises::ch06::greet_all`, against chapter 4's
 //! real `Greeter` service in a tonic server on a port of 127.0.0.1 the OS
 //! picks. Plain HTTP/2 (no TLS), so the test needs no PKI; the server counts
-//! every TCP connection it accepts.
+//! every TCP connection it accepts and the most calls it held at once.
 
 use std::{
     sync::{
@@ -13,11 +13,14 @@ use std::{
 
 use exercises::ch06::greet_all;
 use grpc_server::{CallStats, Greeter};
-use proto::greeter::v1::greeter_server::GreeterServer;
-use tokio::{net::TcpListener, task::JoinHandle, time::timeout};
+use proto::greeter::v1::{
+    HelloReply, HelloRequest,
+    greeter_server::{self, GreeterServer},
+};
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle, time::timeout};
 use tokio_stream::{StreamExt, wrappers::TcpListenerStream};
 use tonic::{
-    Code,
+    Code, Request, Response, Status,
     transport::{Endpoint, Server},
 };
 
@@ -25,10 +28,44 @@ use tonic::{
 /// hang is reported as a failure instead of endured.
 const WAIT: Duration = Duration::from_secs(20);
 
+/// How long a call is held for the rest of its batch to arrive. Calls made
+/// together arrive within milliseconds; calls made one after another never
+/// arrive together, and each is let go after this.
+const GATHER: Duration = Duration::from_secs(3);
+
+/// Chapter 4's Greeter, holding each call until `batch` calls have arrived
+/// (or [`GATHER`] has passed), so that the most calls in flight at once
+/// shows whether a batch was sent together.
+struct Gathering {
+    inner: Greeter,
+    batch: usize,
+    arrived: watch::Sender<usize>,
+    in_flight: AtomicUsize,
+    peak: Arc<AtomicUsize>,
+}
+
+#[tonic::async_trait]
+impl greeter_server::Greeter for Gathering {
+    async fn say_hello(
+        &self,
+        request: Request<HelloRequest>,
+    ) -> Result<Response<HelloReply>, Status> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        self.arrived.send_modify(|n| *n += 1);
+        let mut arrived = self.arrived.subscribe();
+        let _ = timeout(GATHER, arrived.wait_for(|n| *n >= self.batch)).await;
+        let reply = self.inner.say_hello(request).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        reply
+    }
+}
+
 /// A Greeter server, stopped when the test drops it.
 struct Greeters {
     endpoint: Endpoint,
     accepted: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
     stats: Arc<CallStats>,
     task: JoinHandle<()>,
 }
@@ -41,6 +78,11 @@ impl Drop for Greeters {
 
 impl Greeters {
     async fn start() -> Greeters {
+        Greeters::gathering(1).await
+    }
+
+    /// A server that holds each call until `batch` have arrived.
+    async fn gathering(batch: usize) -> Greeters {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -51,8 +93,16 @@ impl Greeters {
             }
             connection
         });
-        let greeter = Greeter::default();
-        let stats = greeter.stats.clone();
+        let inner = Greeter::default();
+        let stats = inner.stats.clone();
+        let peak = Arc::new(AtomicUsize::new(0));
+        let greeter = Gathering {
+            inner,
+            batch,
+            arrived: watch::channel(0).0,
+            in_flight: AtomicUsize::new(0),
+            peak: peak.clone(),
+        };
         let task = tokio::spawn(async move {
             Server::builder()
                 .add_service(GreeterServer::new(greeter))
@@ -63,6 +113,7 @@ impl Greeters {
         Greeters {
             endpoint: Endpoint::from_shared(format!("http://{addr}")).unwrap(),
             accepted,
+            peak,
             stats,
             task,
         }
@@ -99,6 +150,25 @@ async fn every_call_of_a_batch_shares_one_connection() {
          the clones share the channel's one connection, and each call is a \
          stream on it.",
         server.accepted()
+    );
+}
+
+#[tokio::test]
+async fn the_calls_of_a_batch_are_in_flight_together() {
+    // A loop that awaits each call before it starts the next would also use
+    // one connection, and pay a round trip per name.
+    let server = Greeters::gathering(4).await;
+    let names = ["Ada", "Grace", "Edsger", "Barbara"];
+    let replies = greet(&server.endpoint, &names)
+        .await
+        .expect("every call succeeds");
+    assert_eq!(replies.len(), 4);
+    assert_eq!(
+        server.peak.load(Ordering::SeqCst),
+        4,
+        "still to do (ch06): the server never held all 4 calls at once; \
+         start every call before awaiting the first (spawn each, then await \
+         them in order)."
     );
 }
 
