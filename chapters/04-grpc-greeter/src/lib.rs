@@ -8,6 +8,8 @@
 //!   reflection, explicit limits and graceful shutdown.
 //! - [`refuse`] answers, before any handler runs, the requests that are not
 //!   gRPC calls (wrong media type or method) or carry too much metadata.
+//! - [`metrics`] counts calls by method and code for Prometheus
+//!   (`--metrics-addr`), and serves them; the REST server shares its registry.
 //! - [`connection`] closes a connection that never sends the HTTP/2 preface;
 //!   the REST server of chapter 5 uses it too.
 //! - `testing` (behind the feature of that name) is the scaffolding that the
@@ -17,6 +19,7 @@
 pub mod connection;
 pub mod greeter;
 pub mod lifetime;
+pub mod metrics;
 pub mod refuse;
 pub mod server;
 #[cfg(feature = "testing")]

@@ -5,6 +5,7 @@ use std::{
 };
 
 use certs::{TlsArgs, TlsListener};
+use prometheus_client::registry::Registry;
 use proto::greeter::v1::greeter_server::GreeterServer;
 use tokio::sync::oneshot;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -19,7 +20,11 @@ use tonic_health::{ServingStatus, pb::health_server::HealthServer, server::Healt
 use tracing::{info, warn};
 
 use crate::{
-    connection::with_preface_deadline, greeter::Greeter, lifetime::CallStats, refuse::RefuseLayer,
+    connection::with_preface_deadline,
+    greeter::Greeter,
+    lifetime::CallStats,
+    metrics::{GrpcMetrics, MetricsLayer, known_methods},
+    refuse::RefuseLayer,
 };
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
@@ -107,6 +112,10 @@ pub struct Cli {
     /// script or harness that waits for it
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`, plain HTTP) on this address;
+    /// off by default
+    #[arg(long, env = "GRPC_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// A server that has loaded its certificates and bound its port but not yet
@@ -125,6 +134,7 @@ pub struct BoundServer {
     /// Streams per connection, when no stream may starve another of window.
     independent_streams: Option<u32>,
     listening: Option<oneshot::Sender<SocketAddr>>,
+    metrics: Option<GrpcMetrics>,
 }
 
 impl BoundServer {
@@ -144,6 +154,7 @@ impl BoundServer {
             drain_timeout: DRAIN_TIMEOUT,
             independent_streams: None,
             listening: None,
+            metrics: None,
         })
     }
 
@@ -166,6 +177,13 @@ impl BoundServer {
         self
     }
     // ANCHOR_END: independent_streams
+
+    /// Counts every call into `registry`'s `grpc_server_*` families.
+    pub fn with_metrics(mut self, registry: &mut Registry) -> Self {
+        // The served methods are known only in `serve`, once every service is added.
+        self.metrics = Some(GrpcMetrics::register(registry, Default::default()));
+        self
+    }
 
     /// Sends the address to `listening` once `serve` has set everything up
     /// and logged that it listens: the moment a ready file may be written.
@@ -222,6 +240,10 @@ impl BoundServer {
         let reflection_v1 = reflection(&self.extra_names).build_v1()?;
         let reflection_v1alpha = reflection(&self.extra_names).build_v1alpha()?;
 
+        let metrics = match self.metrics {
+            Some(metrics) => Some(metrics.with_known(served_methods(&self.extra_names)?)),
+            None => None,
+        };
         let greeter = GreeterServer::new(self.greeter)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -291,6 +313,7 @@ impl BoundServer {
             let _ = listening.send(self.addr);
         }
         let serve = builder
+            .layer(MetricsLayer(metrics))
             .layer(RefuseLayer)
             .add_routes(self.extra)
             .add_service(health_service)
@@ -308,6 +331,28 @@ impl BoundServer {
         Ok(())
     }
     // ANCHOR_END: serve
+}
+
+/// Every method this server serves, as a request path.
+fn served_methods(
+    extra_names: &[&'static str],
+) -> anyhow::Result<std::collections::HashSet<String>> {
+    let mut names = vec![
+        <GreeterServer<Greeter> as NamedService>::NAME,
+        <HealthServer<HealthService> as NamedService>::NAME,
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ];
+    names.extend_from_slice(extra_names);
+    known_methods(
+        &[
+            proto::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+        ],
+        &names,
+    )
 }
 
 /// Reflection describes every service in the descriptor sets it is given;

@@ -10,9 +10,11 @@
 //!
 //! Everything here panics instead of returning errors: a failed setup step is
 //! a failed test, and the panic message says which step it was. [`raw`] holds
-//! the clients of the hostile-client tests.
+//! the clients of the hostile-client tests, [`scrape`] a strict reader of
+//! `/metrics`.
 
 pub mod raw;
+pub mod scrape;
 
 use std::{
     fmt::Debug,
