@@ -61,7 +61,6 @@ fn histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
-// ANCHOR: families
 /// The gRPC server's metric families, registered in one registry. Cloning is
 /// cheap: every clone counts into the same families.
 #[derive(Clone, Debug)]
@@ -107,7 +106,6 @@ impl GrpcMetrics {
         );
         metrics
     }
-    // ANCHOR_END: families
 
     /// The same families, labelling only these paths.
     pub fn with_known(self, known: HashSet<String>) -> GrpcMetrics {
@@ -234,6 +232,7 @@ impl Drop for Finish {
     }
 }
 
+// ANCHOR: watched
 /// A response body that records its call when the trailers pass by.
 struct Watched {
     inner: Body,
@@ -271,6 +270,7 @@ impl HttpBody for Watched {
         self.inner.size_hint()
     }
 }
+// ANCHOR_END: watched
 
 /// Counts every call that reaches the server; `None` counts nothing and
 /// costs one branch per call.
@@ -327,7 +327,6 @@ where
     }
 }
 
-// ANCHOR: serve
 /// Serves `registry` as `GET /metrics` on `addr` (plain HTTP), until the
 /// process ends. Returns the bound address (useful with port 0).
 pub async fn serve(addr: SocketAddr, registry: Registry) -> anyhow::Result<SocketAddr> {
@@ -351,7 +350,6 @@ pub async fn serve(addr: SocketAddr, registry: Registry) -> anyhow::Result<Socke
     });
     Ok(addr)
 }
-// ANCHOR_END: serve
 
 fn scrape(registry: &Registry) -> axum::response::Response {
     use axum::response::IntoResponse;

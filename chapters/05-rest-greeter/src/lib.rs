@@ -7,6 +7,8 @@
 //!   checked before the router, the body gets a time limit, and a body the
 //!   handler did not read is drained after the answer, so that the client
 //!   hears it.
+//! - [`metrics`] counts requests by method, route and status for Prometheus,
+//!   in the registry and on the `/metrics` port of chapter 4's metrics.
 //! - [`server`] accepts TLS connections and serves each with HTTP/1.1 or HTTP/2,
 //!   whichever the client negotiated, with explicit limits and graceful shutdown.
 //!
@@ -15,6 +17,7 @@
 
 pub mod api;
 pub mod guard;
+pub mod metrics;
 pub mod problem;
 pub mod server;
 #[cfg(feature = "testing")]

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use prometheus_client::registry::Registry;
 use rest_server::{BoundServer, Cli};
 use tokio::sync::oneshot;
 
@@ -12,9 +13,14 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = async {
         let (listening, ready) = oneshot::channel();
-        let server = BoundServer::bind(&cli.server)
+        let mut server = BoundServer::bind(&cli.server)
             .await?
             .notify_when_listening(listening);
+        if let Some(addr) = cli.metrics_addr {
+            let mut registry = Registry::default();
+            server = server.with_metrics(&mut registry);
+            grpc_server::metrics::serve(addr, registry).await?;
+        }
         tokio::try_join!(
             server.serve(program::shutdown_signal()),
             program::ready_file::publish_when_listening(cli.ready_file.as_deref(), [ready]),

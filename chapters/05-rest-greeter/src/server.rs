@@ -1,8 +1,8 @@
 //! The REST server: TLS with ALPN, HTTP/1.1 and HTTP/2, limits, shutdown.
 
 use std::{
-    future::Future, net::SocketAddr, path::PathBuf, sync::Arc, sync::atomic::Ordering,
-    time::Duration,
+    convert::Infallible, future::Future, net::SocketAddr, path::PathBuf, sync::Arc,
+    sync::atomic::Ordering, time::Duration,
 };
 
 use certs::{TlsArgs, TlsListener};
@@ -15,12 +15,14 @@ use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::graceful::GracefulShutdown,
 };
+use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use crate::{
     api::{self, AppState},
     guard,
+    metrics::{self, RestMetrics},
 };
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8443";
@@ -87,6 +89,10 @@ pub struct Cli {
     /// script or harness that waits for it
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`, plain HTTP) on this address;
+    /// off by default
+    #[arg(long, env = "REST_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 pub struct BoundServer {
@@ -94,6 +100,7 @@ pub struct BoundServer {
     addr: SocketAddr,
     state: AppState,
     listening: Option<oneshot::Sender<SocketAddr>>,
+    metrics: Option<RestMetrics>,
 }
 
 impl BoundServer {
@@ -107,6 +114,7 @@ impl BoundServer {
             addr,
             state: AppState::default(),
             listening: None,
+            metrics: None,
         })
     }
 
@@ -114,6 +122,12 @@ impl BoundServer {
     /// listens: the moment a ready file may be written.
     pub fn notify_when_listening(mut self, listening: oneshot::Sender<SocketAddr>) -> Self {
         self.listening = Some(listening);
+        self
+    }
+
+    /// Counts every request into `registry`'s `http_*` families.
+    pub fn with_metrics(mut self, registry: &mut Registry) -> Self {
+        self.metrics = Some(RestMetrics::register(registry));
         self
     }
 
@@ -129,7 +143,10 @@ impl BoundServer {
     /// Serves until `shutdown` resolves; then stops accepting, fails health
     /// checks, and gives requests in flight up to DRAIN_TIMEOUT to finish.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        let app = api::router(self.state.clone());
+        let mut app = api::router(self.state.clone());
+        if self.metrics.is_some() {
+            app = app.layer(axum::middleware::from_fn(metrics::tag_route));
+        }
         // The TLS handshake has already chosen the protocol (ALPN), so each
         // connection goes straight to its own builder. hyper-util's `auto`
         // builder would first read the connection to guess, with no time
@@ -160,7 +177,8 @@ impl BoundServer {
             };
             let peer = tls.get_ref().0.peer_addr().ok();
             let app = app.clone();
-            let service = service_fn(move |request| guard::serve(app.clone(), request));
+            let metrics = self.metrics.clone();
+            let service = service_fn(move |request| counted(metrics.clone(), app.clone(), request));
             // No ALPN at all means HTTP/1.1: HTTP/2 over TLS is only ever
             // chosen by ALPN (RFC 9113, section 3.2).
             if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
@@ -186,6 +204,22 @@ impl BoundServer {
         Ok(())
     }
     // ANCHOR_END: serve
+}
+
+/// The guard and the router, counted from the request's arrival (so the
+/// guard's refusals count too) when metrics are on.
+async fn counted(
+    metrics: Option<RestMetrics>,
+    app: axum::Router,
+    request: http::Request<hyper::body::Incoming>,
+) -> Result<http::Response<guard::Lingering>, Infallible> {
+    let Some(metrics) = metrics else {
+        return guard::serve(app, request).await;
+    };
+    let counting = metrics.start(request.method());
+    let response = guard::serve(app, request).await?;
+    counting.finish(&response);
+    Ok(response)
 }
 
 /// Logs how a connection ended, when it did not end well. A client that let

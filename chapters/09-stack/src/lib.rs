@@ -16,6 +16,7 @@ use anyhow::Context;
 use certs::{Pki, TlsArgs, pki::Outcome};
 use clap::Parser;
 use grpc_server::CallStats;
+use prometheus_client::registry::Registry;
 use streaming::StreamStats;
 use tokio::{
     sync::{oneshot, watch},
@@ -45,6 +46,10 @@ pub struct Args {
     /// per line) to this file, atomically, for a script or harness that waits
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
+    /// Serve both servers' Prometheus metrics (`GET /metrics`, plain HTTP) on
+    /// this address; off by default
+    #[arg(long, env = "METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// `cargo run`'s entry point: parses the command line, serves until Ctrl-C or
@@ -70,6 +75,8 @@ pub fn main() -> anyhow::Result<()> {
 pub struct Stack {
     pub grpc_addr: SocketAddr,
     pub rest_addr: SocketAddr,
+    /// Where `/metrics` is served, when it is.
+    pub metrics_addr: Option<SocketAddr>,
     pub grpc_stats: Arc<CallStats>,
     pub rest_stats: Arc<CallStats>,
     /// Chapter 8's streams: open now, ended early, live producer tasks.
@@ -107,6 +114,18 @@ impl Stack {
         .await
         .context("REST server")?;
 
+        // One registry, one /metrics, for both servers.
+        let (grpc, rest, metrics_addr) = match args.metrics_addr {
+            Some(addr) => {
+                let mut registry = Registry::default();
+                let grpc = grpc.with_metrics(&mut registry);
+                let rest = rest.with_metrics(&mut registry);
+                let addr = grpc_server::metrics::serve(addr, registry).await?;
+                (grpc, rest, Some(addr))
+            }
+            None => (grpc, rest, None),
+        };
+
         let (grpc_listening, grpc_ready) = oneshot::channel();
         let (rest_listening, rest_ready) = oneshot::channel();
         let grpc = grpc.notify_when_listening(grpc_listening);
@@ -122,6 +141,7 @@ impl Stack {
         Ok(Stack {
             grpc_addr: grpc.local_addr(),
             rest_addr: rest.local_addr(),
+            metrics_addr,
             grpc_stats: grpc.stats(),
             rest_stats: rest.stats(),
             stream_stats,
@@ -209,7 +229,7 @@ fn print_banner(stack: &Stack, args: &Args) {
         "\
 gRPC  https://{grpc}  greeter.v1.Greeter, streaming.v1.Streamer, grpc.health.v1.Health, reflection
 REST  https://{rest}  POST /v1/greetings, GET /healthz
-TLS   trust {ca}{mtls}
+TLS   trust {ca}{mtls}{metrics}
 
 Call them:
   curl --cacert {ca}{client_cert} -H 'content-type: application/json' \\
@@ -217,6 +237,10 @@ Call them:
   cargo run -p grpc-client -- --target https://{grpc} --ca {ca}{client_cert} hello --name Ada
 
 Ctrl-C stops both servers after the calls in flight finish.",
+        metrics = match stack.metrics_addr {
+            Some(addr) => format!("\nMETRICS http://{addr}/metrics  grpc_server_*, http_request*"),
+            None => String::new(),
+        },
         mtls = if args.mtls {
             "  (mTLS: clients must present a certificate)"
         } else {

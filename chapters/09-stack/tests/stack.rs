@@ -33,6 +33,7 @@ fn args(certs_dir: &Path) -> Args {
         tls: TlsArgs::in_dir(certs_dir),
         mtls: false,
         ready_file: None,
+        metrics_addr: None,
     }
 }
 
@@ -208,4 +209,49 @@ async fn the_ready_file_names_both_servers_once_they_listen() {
     let pki = Pki::new(&certs_dir);
     assert_eq!(grpc_greeting(&pki, addrs[0]).await, "Hello, Ada!");
     assert_eq!(rest_greeting(&pki, addrs[1]).await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn one_metrics_port_counts_both_servers() {
+    let temp = tempfile::tempdir().unwrap();
+    let mut args = args(temp.path());
+    args.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
+    let stack = Stack::start(&args).await.unwrap();
+    let pki = Pki::new(temp.path());
+    let metrics = stack.metrics_addr.expect("metrics are on");
+    assert_eq!(
+        rest_greeting(&pki, stack.rest_addr).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(grpc_greeting(&pki, stack.grpc_addr).await, "Hello, Ada!");
+    let grpc_ok = "grpc_server_handled_total{grpc_service=\"greeter.v1.Greeter\",grpc_method=\"SayHello\",grpc_code=\"OK\"}";
+    let rest_ok = "http_requests_total{method=\"POST\",route=\"/v1/greetings\",status=\"200\"}";
+    let scrape = grpc_server::testing::within("both counters", async {
+        loop {
+            let s = grpc_server::testing::scrape::scrape(metrics).await;
+            if s.value(grpc_ok) == 1.0 && s.value(rest_ok) == 1.0 {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(scrape.value("http_requests_in_flight"), 0.0);
+}
+
+#[tokio::test]
+async fn a_busy_metrics_port_fails_start_naming_the_address() {
+    let temp = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut args = args(temp.path());
+    args.metrics_addr = Some(taken.local_addr().unwrap());
+    let error = match Stack::start(&args).await {
+        Ok(_) => panic!("the stack started on a taken metrics port"),
+        Err(e) => format!("{e:#}"),
+    };
+    let addr = taken.local_addr().unwrap().to_string();
+    assert!(
+        error.contains("metrics") && error.contains(&addr),
+        "{error}"
+    );
 }

@@ -75,6 +75,7 @@ impl Servers {
             tls: certs::TlsArgs::in_dir(certs_dir),
             mtls: false,
             ready_file: None,
+            metrics_addr: None,
         })
         .await?;
         let servers = Servers::of_stack(&stack, ca)?;
