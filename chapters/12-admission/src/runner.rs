@@ -189,6 +189,7 @@ async fn run_once(
             sample_every: Duration::from_secs_f64((0.050 * scale).max(0.010)),
             record: run.path().to_path_buf(),
             calls: Some(config.streams as u64),
+            metrics_addr: None,
         },
         controller: controller_of(policy),
         scale,

@@ -3,6 +3,7 @@
 //! retry rules. `--quick` changes only defaults.
 
 use std::{
+    net::SocketAddr,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -121,6 +122,10 @@ pub struct Args {
     /// Folder for the results (an earlier run there is replaced)
     #[arg(long, default_value = "target/experiments/ch13")]
     pub out: PathBuf,
+    /// Serve the running cell's metrics (`GET /metrics`, plain HTTP) on
+    /// this address while the experiment runs; off by default
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// The settings of a run, checked: what `config.json` holds.

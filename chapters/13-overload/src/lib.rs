@@ -18,6 +18,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod figures;
+pub mod metrics;
 pub mod records;
 pub mod render;
 pub mod run;

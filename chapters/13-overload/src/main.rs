@@ -9,7 +9,9 @@ use harness::{Start, experiment::Steps};
 async fn main() -> ExitCode {
     let args = overload::Args::parse();
     let steps = Steps {
-        run: overload::run::run,
+        run: async |config: &overload::Config, folder: &harness::Folder| {
+            overload::run::run(config, folder, args.metrics_addr).await
+        },
         render: overload::render::render,
     };
     program::exit_code(

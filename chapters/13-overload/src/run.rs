@@ -3,6 +3,7 @@
 //! records go to `raw/` as it ends.
 
 use std::{
+    net::SocketAddr,
     sync::{
         Arc,
         atomic::{AtomicU32, Ordering},
@@ -27,6 +28,7 @@ use crate::{
     client,
     config::{Config, Policy},
     figures::{figures, line},
+    metrics::Watch,
     records::{ArrivalRow, CallRow, WorkRow, raw_file},
     server::Running,
 };
@@ -37,7 +39,19 @@ pub const MAX_IN_FLIGHT: usize = 20_000;
 
 /// Runs every cell (loads in order; at each load, every policy in turn),
 /// with a line per cell on stderr.
-pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
+pub async fn run(
+    config: &Config,
+    folder: &Folder,
+    metrics: Option<SocketAddr>,
+) -> anyhow::Result<()> {
+    let watch = match metrics {
+        Some(addr) => {
+            let (watch, addr) = crate::metrics::serve(addr).await?;
+            eprintln!("metrics of the running cell at http://{addr}/metrics");
+            Some(watch)
+        }
+        None => None,
+    };
     let cells_total = config.loads.len() * config.policies.len();
     eprintln!(
         "capacity {} workers x {} ms = {:.0} calls/s; deadline {} ms; {} cells of {:.1} s ({:.1} s warm-up left out)",
@@ -58,7 +72,7 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
                 policy.name(),
                 load * config.capacity()
             );
-            let (calls, work, arrivals) = run_cell(config, policy, load).await?;
+            let (calls, work, arrivals) = run_cell(config, policy, load, watch.as_ref()).await?;
             folder.write_csv(&raw_file(policy, load, "calls"), &calls)?;
             folder.write_csv(&raw_file(policy, load, "server"), &work)?;
             folder.write_csv(&raw_file(policy, load, "arrivals"), &arrivals)?;
@@ -75,8 +89,12 @@ pub async fn run_cell(
     config: &Config,
     policy: Policy,
     load: f64,
+    watch: Option<&Watch>,
 ) -> anyhow::Result<(Vec<CallRow>, Vec<WorkRow>, Vec<ArrivalRow>)> {
     let server = Running::start(config.rules(policy)).await?;
+    if let Some(watch) = watch {
+        watch.show(policy.name(), load, server.pool.clone());
+    }
     let channel = Endpoint::from_shared(server.url())?
         .connect()
         .await

@@ -152,6 +152,13 @@ impl Pool {
         self.records.lock().unwrap().clone()
     }
 
+    /// How many calls have met each fate so far.
+    pub fn fates(&self) -> [(Fate, usize); 4] {
+        let records = self.records.lock().unwrap();
+        [Fate::Served, Fate::Wasted, Fate::Dropped, Fate::Shed]
+            .map(|fate| (fate, records.iter().filter(|w| w.fate == fate).count()))
+    }
+
     /// Calls being worked on and waiting, right now.
     pub fn load(&self) -> (usize, usize) {
         let core = self.core.lock().unwrap();

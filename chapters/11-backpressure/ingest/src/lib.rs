@@ -5,10 +5,12 @@
 //! [`plan`]. Whether the queue is unbounded or gated by [`admission`] is the
 //! whole difference chapter 11 measures; [`record`] keeps every message's
 //! timestamps and the queue's depth over time; [`server`] puts it on the
-//! network as its own process; [`compare`] is the experiment.
+//! network as its own process, and [`metrics`] lets Prometheus watch its gate
+//! while it runs; [`compare`] is the experiment.
 
 pub mod admission;
 pub mod compare;
+pub mod metrics;
 pub mod plan;
 pub mod record;
 pub mod server;

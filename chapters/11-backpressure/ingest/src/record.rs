@@ -108,6 +108,17 @@ impl Recorder {
     pub fn idle_with_backlog_total(&self) -> Duration {
         *self.idle_with_backlog.lock().expect("recorder lock")
     }
+
+    /// Over the messages served so far: their handlers' summed wait for a
+    /// place, and the workers' summed service time.
+    pub fn wait_and_service_totals(&self) -> (Duration, Duration) {
+        let messages = self.messages.lock().expect("recorder lock");
+        messages
+            .iter()
+            .fold((Duration::ZERO, Duration::ZERO), |(w, s), m| {
+                (w + m.admission_wait, s + m.service)
+            })
+    }
 }
 
 /// A budget change: a row of `budget.csv`.

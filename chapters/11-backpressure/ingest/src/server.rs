@@ -11,6 +11,7 @@ use harness::{
     child::Role,
     records::{write_csv, write_json},
 };
+use prometheus_client::registry::Registry;
 use proto::ingest::v1::ingest_server::IngestServer;
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,11 @@ pub struct ServeArgs {
     /// elsewhere, then renamed), for a script that waits for it
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`, plain HTTP) on this address:
+    /// the gate's Q, Q + R, B and K, the waiting and the work, and the gRPC
+    /// server's own; off by default
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// A server's settings, checked.
@@ -79,6 +85,9 @@ pub struct ServeConfig {
     pub sample_every: Duration,
     pub record: PathBuf,
     pub calls: Option<u64>,
+    /// Where to serve `/metrics`, if anywhere.
+    #[serde(default)]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl ServeArgs {
@@ -108,6 +117,7 @@ impl ServeArgs {
             sample_every: self.sample_every,
             record: self.record.clone(),
             calls: self.calls,
+            metrics_addr: self.metrics_addr,
         })
     }
 }
@@ -173,7 +183,7 @@ pub async fn serve(
     on_start: impl FnOnce(&Arc<Ingestor>),
     on_ready: impl FnOnce(SocketAddr) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let server = grpc_server::BoundServer::bind(&grpc_server::Args {
+    let mut server = grpc_server::BoundServer::bind(&grpc_server::Args {
         addr: config.addr,
         tls: config.tls.clone(),
         mtls: false,
@@ -186,6 +196,12 @@ pub async fn serve(
         config.workers,
         config.sample_every,
     );
+    if let Some(addr) = config.metrics_addr {
+        let mut registry = Registry::default();
+        server = server.with_metrics(&mut registry);
+        crate::metrics::register(&mut registry, ingestor.clone(), config.policy);
+        grpc_server::metrics::serve(addr, registry).await?;
+    }
     on_start(&ingestor);
     on_ready(server.local_addr())?;
     let mut calls_done = ingestor.calls_done.subscribe();

@@ -79,6 +79,7 @@ async fn run_arm(
         sample_every: Duration::from_millis(50),
         record: arm.path().to_path_buf(),
         calls: Some(1),
+        metrics_addr: None,
     };
     let exe = std::env::current_exe()?;
     let log = Some(arm.join("server.log"));
