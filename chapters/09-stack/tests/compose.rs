@@ -52,6 +52,14 @@ fn services(compose: &str) -> BTreeMap<String, Vec<String>> {
     services
 }
 
+/// The services built from this workspace: all but the monitoring profile's
+/// third-party images (Prometheus, Grafana).
+fn workshop_services(compose: &str) -> BTreeMap<String, Vec<String>> {
+    let mut services = services(compose);
+    services.retain(|_, lines| !lines.iter().any(|l| l.starts_with("profiles:")));
+    services
+}
+
 /// The value of `key: value` in a service (also finds environment entries).
 fn value<'a>(service: &'a [String], key: &str) -> Option<&'a str> {
     service.iter().find_map(|line| {
@@ -164,7 +172,7 @@ fn grpc_and_rest_services_publish_the_default_ports_and_run_their_servers() {
 
 #[test]
 fn certs_service_creates_the_pki_and_builds_the_image_the_others_run() {
-    let services = services(&read("docker-compose.yml"));
+    let services = workshop_services(&read("docker-compose.yml"));
     let certs = &services["certs"];
     assert_eq!(exec_form(value(certs, "command").unwrap())[0], "certs");
 
@@ -178,7 +186,7 @@ fn certs_service_creates_the_pki_and_builds_the_image_the_others_run() {
 
 #[test]
 fn every_binary_the_containers_run_is_built_by_the_dockerfile_and_exists() {
-    let mut commands: BTreeSet<String> = services(&read("docker-compose.yml"))
+    let mut commands: BTreeSet<String> = workshop_services(&read("docker-compose.yml"))
         .values()
         .map(|service| exec_form(value(service, "command").unwrap())[0].clone())
         .collect();
@@ -219,4 +227,72 @@ fn every_binary_the_containers_run_is_built_by_the_dockerfile_and_exists() {
             "`{copy}` does not copy {binary}"
         );
     }
+}
+
+#[test]
+fn prometheus_scrapes_each_servers_metrics_port_and_the_dashboard_asks_for_real_names() {
+    let compose = read("docker-compose.yml");
+    let services = services(&compose);
+    let scrape = read("deploy/prometheus.yml");
+    for (name, env) in [("grpc", "GRPC_METRICS_ADDR"), ("rest", "REST_METRICS_ADDR")] {
+        let addr = value(&services[name], env).unwrap_or_else(|| panic!("{name} sets no {env}"));
+        let target = format!("\"{name}:{}\"", port_of(addr));
+        assert!(
+            scrape.contains(&target),
+            "deploy/prometheus.yml does not scrape {target}"
+        );
+    }
+    for (name, mount) in [
+        ("prometheus", "./deploy/prometheus.yml:"),
+        ("grafana", "./deploy/grafana/dashboards:"),
+    ] {
+        let service = services
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name} service"));
+        assert!(
+            service.iter().any(|l| l.contains(mount)),
+            "{name} does not mount {mount}"
+        );
+    }
+
+    // Every metric a panel queries is one the workshop registers.
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("deploy/grafana/dashboards/workshop.json")).unwrap();
+    let registered: String = [
+        "chapters/04-grpc-greeter/src/metrics.rs",
+        "chapters/05-rest-greeter/src/metrics.rs",
+        "chapters/11-backpressure/ingest/src/metrics.rs",
+        "chapters/13-overload/src/metrics.rs",
+    ]
+    .map(read)
+    .concat();
+    let mut queried = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let names = expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| {
+                    ["grpc_server_", "http_request", "ingest_", "overload_"]
+                        .iter()
+                        .any(|p| w.starts_with(p))
+                });
+            for name in names {
+                let family = ["_bucket", "_total"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(name);
+                assert!(
+                    registered.contains(&format!("\"{family}\"")),
+                    "panel {:?} queries {name}, which no metrics.rs registers",
+                    panel["title"]
+                );
+                queried += 1;
+            }
+        }
+    }
+    assert!(
+        queried >= 10,
+        "only {queried} metric names found in the dashboard"
+    );
 }
