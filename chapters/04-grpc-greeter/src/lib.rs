@@ -10,6 +10,8 @@
 //!   gRPC calls (wrong media type or method) or carry too much metadata.
 //! - [`metrics`] counts calls by method and code for Prometheus
 //!   (`--metrics-addr`), and serves them; the REST server shares its registry.
+//! - [`trace`] opens a span per call, continuing the caller's trace
+//!   (`traceparent`), so every hop's log shows the same trace and deadline.
 //! - [`connection`] closes a connection that never sends the HTTP/2 preface;
 //!   the REST server of chapter 5 uses it too.
 //! - `testing` (behind the feature of that name) is the scaffolding that the
@@ -24,6 +26,7 @@ pub mod refuse;
 pub mod server;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trace;
 
 pub use greeter::{Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_request, greeting};
 pub use lifetime::{CallGuard, CallStats};

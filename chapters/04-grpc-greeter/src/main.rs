@@ -16,6 +16,9 @@ async fn main() -> ExitCode {
         let mut server = BoundServer::bind(&cli.server)
             .await?
             .notify_when_listening(listening);
+        if cli.trace {
+            server = server.with_tracing();
+        }
         if let Some(addr) = cli.metrics_addr {
             let mut registry = Registry::default();
             server = server.with_metrics(&mut registry);

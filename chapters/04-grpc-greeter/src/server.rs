@@ -25,6 +25,7 @@ use crate::{
     lifetime::CallStats,
     metrics::{GrpcMetrics, MetricsLayer, known_methods},
     refuse::RefuseLayer,
+    trace::TraceLayer,
 };
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
@@ -116,6 +117,10 @@ pub struct Cli {
     /// off by default
     #[arg(long, env = "GRPC_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Log a span per call that continues the caller's trace (`traceparent`),
+    /// with the deadline the call arrived with; off by default
+    #[arg(long, env = "GRPC_TRACE")]
+    pub trace: bool,
 }
 
 /// A server that has loaded its certificates and bound its port but not yet
@@ -135,6 +140,7 @@ pub struct BoundServer {
     independent_streams: Option<u32>,
     listening: Option<oneshot::Sender<SocketAddr>>,
     metrics: Option<GrpcMetrics>,
+    trace: bool,
 }
 
 impl BoundServer {
@@ -155,6 +161,7 @@ impl BoundServer {
             independent_streams: None,
             listening: None,
             metrics: None,
+            trace: false,
         })
     }
 
@@ -182,6 +189,12 @@ impl BoundServer {
     pub fn with_metrics(mut self, registry: &mut Registry) -> Self {
         // The served methods are known only in `serve`, once every service is added.
         self.metrics = Some(GrpcMetrics::register(registry, Default::default()));
+        self
+    }
+
+    /// Opens a span per call ([`crate::trace`]).
+    pub fn with_tracing(mut self) -> Self {
+        self.trace = true;
         self
     }
 
@@ -314,6 +327,7 @@ impl BoundServer {
         }
         let serve = builder
             .layer(MetricsLayer(metrics))
+            .layer(TraceLayer(self.trace))
             .layer(RefuseLayer)
             .add_routes(self.extra)
             .add_service(health_service)

@@ -24,7 +24,10 @@ use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{Code, Request, Response, Status, transport::Channel};
 use tracing::info;
 
-use grpc_server::lifetime::{CallStats, grpc_timeout};
+use grpc_server::{
+    lifetime::{CallStats, grpc_timeout},
+    trace::{TraceContext, TraceLayer},
+};
 
 /// The frontend's default safety margin, in milliseconds.
 pub const DEFAULT_MARGIN_MS: u64 = 50;
@@ -92,9 +95,14 @@ impl Greeter for Frontend {
         // guard logs it. Normally the backend's deadline runs out first, and
         // the backend's DEADLINE_EXCEEDED comes back to be passed on.
         let call = self.stats.start("frontend SayHello", remaining);
+        // With --trace, the backend's span continues this call's trace.
+        let trace = request.extensions().get::<TraceContext>().copied();
         let mut outgoing = Request::new(request.into_inner());
         if let Some(budget) = budget {
             outgoing.set_timeout(budget);
+        }
+        if let Some(trace) = trace {
+            trace.inject(outgoing.metadata_mut());
         }
         info!(
             call = "frontend SayHello",
@@ -136,14 +144,16 @@ fn backend_status(status: Status, budget: Option<Duration>, elapsed: Duration) -
 }
 
 /// Serves one Greeter implementation (the frontend, or a test's backend) on a
-/// TLS listener until `shutdown` resolves.
+/// TLS listener until `shutdown` resolves; with `trace`, a span per call.
 pub async fn serve<G: Greeter>(
     listener: TlsListener,
     greeter: G,
+    trace: bool,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let incoming = ReceiverStream::new(listener.incoming()).map(Ok::<_, std::io::Error>);
     tonic::transport::Server::builder()
+        .layer(TraceLayer(trace))
         .add_service(GreeterServer::new(greeter))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
@@ -180,6 +190,10 @@ pub struct Args {
     /// script or harness that waits for it
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<std::path::PathBuf>,
+    /// Open a span per call, continuing the caller's trace (`traceparent`)
+    /// and passing it on to the backend; off by default
+    #[arg(long)]
+    pub trace: bool,
 }
 
 /// Runs the frontend until `shutdown` resolves.
@@ -203,7 +217,7 @@ pub async fn run(args: &Args, shutdown: impl Future<Output = ()> + Send) -> anyh
         program::ready_file::publish(path, &format!("{}\n", listener.local_addr()?))?;
     }
     let frontend = Frontend::new(backend, Duration::from_millis(args.margin_ms));
-    serve(listener, frontend, shutdown).await
+    serve(listener, frontend, args.trace, shutdown).await
 }
 
 #[cfg(test)]

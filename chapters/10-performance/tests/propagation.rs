@@ -6,12 +6,14 @@
 //! servers noticed the call ending.
 
 use std::{
+    collections::BTreeMap,
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
 
 use certs::TlsListener;
+use grpc_server::trace::TraceContext;
 use grpc_server::{
     CallStats,
     lifetime::grpc_timeout,
@@ -23,6 +25,16 @@ use proto::greeter::v1::{
 };
 use tokio::time::{Instant, sleep, timeout};
 use tonic::{Code, Request, Response, Status, transport::Channel};
+use tracing::{
+    Event, Subscriber,
+    field::{Field, Visit},
+    span::{Attributes, Id},
+};
+use tracing_subscriber::{
+    Layer,
+    layer::{Context, SubscriberExt},
+    registry::LookupSpan,
+};
 
 /// A backend that records the deadline each call arrived with.
 #[derive(Clone, Default)]
@@ -64,6 +76,10 @@ async fn listener(pki: &TempPki) -> TlsListener {
 }
 
 async fn start_chain(margin: Duration) -> Chain {
+    start_chain_traced(margin, false).await
+}
+
+async fn start_chain_traced(margin: Duration, trace: bool) -> Chain {
     let pki = TempPki::new();
 
     let backend = RecordingBackend::default();
@@ -72,6 +88,7 @@ async fn start_chain(margin: Duration) -> Chain {
     tokio::spawn(serve(
         backend_listener,
         backend.clone(),
+        trace,
         std::future::pending(),
     ));
 
@@ -85,7 +102,12 @@ async fn start_chain(margin: Duration) -> Chain {
     let frontend_stats = frontend.stats.clone();
     let frontend_listener = listener(&pki).await;
     let frontend_addr = frontend_listener.local_addr().unwrap();
-    tokio::spawn(serve(frontend_listener, frontend, std::future::pending()));
+    tokio::spawn(serve(
+        frontend_listener,
+        frontend,
+        trace,
+        std::future::pending(),
+    ));
 
     Chain {
         frontend_addr,
@@ -210,4 +232,138 @@ async fn frontend_fails_fast_when_the_margin_eats_the_deadline() {
         chain.backend.seen.lock().unwrap().is_empty(),
         "the backend was called"
     );
+}
+
+/// The `call ended` lines of every traced hop, with their span's fields: an
+/// in-memory exporter, installed once for this test binary.
+fn ended_calls() -> &'static Mutex<Vec<BTreeMap<String, String>>> {
+    static ENDED: OnceLock<&'static Mutex<Vec<BTreeMap<String, String>>>> = OnceLock::new();
+    ENDED.get_or_init(|| {
+        let ended: &'static Mutex<_> = Box::leak(Box::default());
+        let subscriber = tracing_subscriber::registry().with(Capture(ended));
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        ended
+    })
+}
+
+struct Capture(&'static Mutex<Vec<BTreeMap<String, String>>>);
+
+#[derive(Default)]
+struct Fields(BTreeMap<String, String>);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().into(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        ctx.span(id).unwrap().extensions_mut().insert(fields);
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if fields.0.get("message").map(String::as_str) != Some("call ended") {
+            return;
+        }
+        if let Some(span) = ctx.event_span(event)
+            && let Some(own) = span.extensions().get::<Fields>()
+        {
+            fields.0.extend(own.0.clone());
+        }
+        self.0.lock().unwrap().push(fields.0);
+    }
+}
+
+/// The hops of a trace that have ended, in call order: each one's parent is
+/// the span before it, the first one's the client's.
+async fn ended_hops(context: TraceContext, n: usize) -> Vec<BTreeMap<String, String>> {
+    let trace = format!("{:032x}", context.trace_id);
+    within("every hop's span to end", async {
+        loop {
+            let mut hops: Vec<_> = ended_calls()
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|f| f.get("trace_id") == Some(&trace))
+                .cloned()
+                .collect();
+            if hops.len() >= n {
+                let mut ordered = Vec::new();
+                let mut parent = format!("{:016x}", context.span_id);
+                while let Some(i) = hops
+                    .iter()
+                    .position(|h| h.get("parent_id") == Some(&parent))
+                {
+                    let hop = hops.swap_remove(i);
+                    parent = hop["span_id"].clone();
+                    ordered.push(hop);
+                }
+                assert!(
+                    hops.is_empty(),
+                    "hops outside the chain of parents: {hops:#?}"
+                );
+                return ordered;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// A request that starts a trace, as a traced client would send it.
+fn traced(delay_ms: u32, deadline: Option<Duration>) -> (Request<HelloRequest>, TraceContext) {
+    let mut request = hello(delay_ms, deadline);
+    let context = TraceContext::of_call(&Default::default());
+    context.inject(request.metadata_mut());
+    (request, context)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_hop_has_a_span_in_one_trace_and_sees_less_of_the_deadline() {
+    ended_calls();
+    let chain = start_chain_traced(Duration::from_millis(50), true).await;
+    let mut client = client(&chain).await;
+    within("warm-up", client.say_hello(hello(0, None)))
+        .await
+        .unwrap();
+
+    let (request, context) = traced(5_000, Some(Duration::from_millis(800)));
+    within("a call the deadline ends", client.say_hello(request))
+        .await
+        .expect_err("the deadline passes first");
+    let hops = ended_hops(context, 2).await;
+    assert_eq!(hops.len(), 2, "one span per hop: {hops:#?}");
+    // In call order: the client's span is the frontend's parent, the
+    // frontend's the backend's.
+    let (frontend, backend) = (&hops[0], &hops[1]);
+    let remaining = |h: &BTreeMap<String, String>| -> u64 { h["remaining_ms"].parse().unwrap() };
+    assert!(remaining(frontend) <= 800, "{frontend:?}");
+    assert!(
+        remaining(backend) + 50 <= remaining(frontend),
+        "the backend must see the frontend's remainder minus the margin: {hops:#?}"
+    );
+    // The backend's shorter deadline ended it first; the frontend passed that on.
+    assert_eq!(frontend["outcome"], "DeadlineExceeded", "{hops:#?}");
+    assert_eq!(backend["outcome"], "deadline_passed", "{hops:#?}");
+
+    // A call the client abandons: the cancellation reaches the last hop.
+    let (request, context) = traced(5_000, None);
+    let abandoned = timeout(Duration::from_millis(300), client.say_hello(request)).await;
+    assert!(abandoned.is_err(), "the call should still be running");
+    let hops = ended_hops(context, 2).await;
+    for hop in &hops {
+        assert_eq!(hop["outcome"], "cancelled", "{hops:#?}");
+        assert!(
+            !hop.contains_key("remaining_ms"),
+            "no deadline was sent: {hop:?}"
+        );
+    }
 }
