@@ -9,7 +9,7 @@ use grpc_server::{
     metrics::serve,
     testing::{
         TempPki, TestServer,
-        scrape::{Scrape, scrape},
+        scrape::{scrape, scrape_until},
         tls_channel, within,
     },
 };
@@ -42,21 +42,6 @@ async fn start() -> (TestServer, std::net::SocketAddr) {
         server.serve(shutdown)
     });
     (server, metrics)
-}
-
-/// Scrapes until `done` holds (a call's end is recorded when its response
-/// finishes, which can be a moment after the client has its answer).
-async fn scrape_until(addr: std::net::SocketAddr, done: impl Fn(&Scrape) -> bool) -> Scrape {
-    within("the expected scrape", async {
-        loop {
-            let s = scrape(addr).await;
-            if done(&s) {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
 }
 
 #[tokio::test]

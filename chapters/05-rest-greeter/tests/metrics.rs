@@ -2,31 +2,17 @@
 //! client sends requests over HTTP/1.1 and HTTP/2: every scrape must be valid
 //! exposition text, and each request must land under its route and status.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use grpc_server::testing::{
     WAIT,
-    scrape::{Scrape, scrape},
-    within,
+    scrape::{scrape, scrape_until},
 };
 use rest_server::{api::MAX_BODY_BYTES, testing};
 use serde_json::json;
 
 fn requests(method: &str, route: &str, status: u16) -> String {
     format!("http_requests_total{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}}")
-}
-
-async fn scrape_until(addr: SocketAddr, done: impl Fn(&Scrape) -> bool) -> Scrape {
-    within("the expected scrape", async {
-        loop {
-            let s = scrape(addr).await;
-            if done(&s) {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
 }
 
 fn client(pki: &certs::Pki, http2: bool) -> reqwest::Client {

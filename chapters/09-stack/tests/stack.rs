@@ -226,14 +226,8 @@ async fn one_metrics_port_counts_both_servers() {
     assert_eq!(grpc_greeting(&pki, stack.grpc_addr).await, "Hello, Ada!");
     let grpc_ok = "grpc_server_handled_total{grpc_service=\"greeter.v1.Greeter\",grpc_method=\"SayHello\",grpc_code=\"OK\"}";
     let rest_ok = "http_requests_total{method=\"POST\",route=\"/v1/greetings\",status=\"200\"}";
-    let scrape = grpc_server::testing::within("both counters", async {
-        loop {
-            let s = grpc_server::testing::scrape::scrape(metrics).await;
-            if s.value(grpc_ok) == 1.0 && s.value(rest_ok) == 1.0 {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let scrape = grpc_server::testing::scrape::scrape_until(metrics, |s| {
+        s.value(grpc_ok) == 1.0 && s.value(rest_ok) == 1.0
     })
     .await;
     assert_eq!(scrape.value("http_requests_in_flight"), 0.0);

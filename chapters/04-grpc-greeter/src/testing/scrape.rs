@@ -49,6 +49,22 @@ pub async fn scrape(addr: SocketAddr) -> Scrape {
     parse(body).unwrap_or_else(|e| panic!("invalid exposition: {e}\n{body}"))
 }
 
+/// Scrapes until `done` holds, within [`WAIT`](super::WAIT): a call's end is
+/// recorded when its response finishes, a moment after the client has its
+/// answer.
+pub async fn scrape_until(addr: SocketAddr, done: impl Fn(&Scrape) -> bool) -> Scrape {
+    within("the expected scrape", async {
+        loop {
+            let s = scrape(addr).await;
+            if done(&s) {
+                return s;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
 /// Reads the text exposition format (version 0.0.4). Every sample must
 /// belong to a family declared by `# TYPE` before it.
 pub fn parse(text: &str) -> Result<Scrape, String> {
