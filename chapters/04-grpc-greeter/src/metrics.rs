@@ -1,6 +1,7 @@
-//! Prometheus metrics for the gRPC port, named as operators already query
-//! them (the names of grpc-ecosystem's go-grpc-prometheus): calls started,
-//! calls handled by code, handling time, and calls in flight.
+//! Prometheus metrics for the gRPC port, named and labelled as operators
+//! already query them (grpc-ecosystem's go-grpc-prometheus: `grpc_type`,
+//! `grpc_service`, `grpc_method`, `grpc_code` with Go's code names): calls
+//! started, calls handled by code, handling time, and calls in flight.
 //!
 //! A call's code is known only when its response ends: a failed call carries
 //! `grpc-status` in its headers ("trailers-only"), a served one in the
@@ -13,7 +14,7 @@
 //! port can stay on a private interface.
 
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     future::Future,
     net::SocketAddr,
     pin::Pin,
@@ -46,12 +47,14 @@ pub const BUCKETS: [f64; 11] = [
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MethodLabels {
+    grpc_type: &'static str,
     grpc_service: String,
     grpc_method: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CodeLabels {
+    grpc_type: &'static str,
     grpc_service: String,
     grpc_method: String,
     grpc_code: &'static str,
@@ -71,11 +74,12 @@ pub struct GrpcMetrics {
     in_flight: Family<MethodLabels, Gauge>,
     /// `/package.Service/Method` for every method served; any other path is
     /// counted as service and method `unknown`, so the label sets stay few.
-    known: Arc<HashSet<String>>,
+    /// Each path's value is its `grpc_type`, as go-grpc-prometheus names it.
+    known: Arc<HashMap<String, &'static str>>,
 }
 
 impl GrpcMetrics {
-    pub fn register(registry: &mut Registry, known: HashSet<String>) -> GrpcMetrics {
+    pub fn register(registry: &mut Registry, known: HashMap<String, &'static str>) -> GrpcMetrics {
         let metrics = GrpcMetrics {
             started: Family::default(),
             handled: Family::default(),
@@ -108,7 +112,7 @@ impl GrpcMetrics {
     }
 
     /// The same families, labelling only these paths.
-    pub fn with_known(self, known: HashSet<String>) -> GrpcMetrics {
+    pub fn with_known(self, known: HashMap<String, &'static str>) -> GrpcMetrics {
         GrpcMetrics {
             known: Arc::new(known),
             ..self
@@ -116,12 +120,13 @@ impl GrpcMetrics {
     }
 
     fn labels(&self, path: &str) -> MethodLabels {
-        let split = path
-            .strip_prefix('/')
-            .and_then(|p| p.split_once('/'))
-            .filter(|_| self.known.contains(path));
-        let (service, method) = split.unwrap_or(("unknown", "unknown"));
+        let known = self.known.get(path).and_then(|kind| {
+            let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+            Some((*kind, service, method))
+        });
+        let (kind, service, method) = known.unwrap_or(("unknown", "unknown", "unknown"));
         MethodLabels {
+            grpc_type: kind,
             grpc_service: service.to_owned(),
             grpc_method: method.to_owned(),
         }
@@ -141,9 +146,13 @@ impl GrpcMetrics {
 }
 
 /// The methods of `services` (full names such as `greeter.v1.Greeter`) as
-/// request paths, read from encoded descriptor sets.
-pub fn known_methods(sets: &[&[u8]], services: &[&str]) -> anyhow::Result<HashSet<String>> {
-    let mut paths = HashSet::new();
+/// request paths, each with its kind (`unary`, `client_stream`,
+/// `server_stream`, `bidi_stream`), read from encoded descriptor sets.
+pub fn known_methods(
+    sets: &[&[u8]],
+    services: &[&str],
+) -> anyhow::Result<HashMap<String, &'static str>> {
+    let mut paths = HashMap::new();
     for set in sets {
         let set = prost_types::FileDescriptorSet::decode(*set)
             .context("decoding a file descriptor set")?;
@@ -159,13 +168,22 @@ pub fn known_methods(sets: &[&[u8]], services: &[&str]) -> anyhow::Result<HashSe
                         service
                             .method
                             .iter()
-                            .map(|m| format!("/{full}/{}", m.name())),
+                            .map(|m| (format!("/{full}/{}", m.name()), method_kind(m))),
                     );
                 }
             }
         }
     }
     Ok(paths)
+}
+
+fn method_kind(method: &prost_types::MethodDescriptorProto) -> &'static str {
+    match (method.client_streaming(), method.server_streaming()) {
+        (false, false) => "unary",
+        (true, false) => "client_stream",
+        (false, true) => "server_stream",
+        (true, true) => "bidi_stream",
+    }
 }
 
 /// The code's name as go-grpc-prometheus writes it (Go's `codes.Code`
@@ -218,6 +236,7 @@ impl Finish {
             .get_or_create(&self.labels)
             .observe(self.started.elapsed().as_secs_f64());
         let labels = CodeLabels {
+            grpc_type: self.labels.grpc_type,
             grpc_service: self.labels.grpc_service.clone(),
             grpc_method: self.labels.grpc_method.clone(),
             grpc_code: code_label(code),
@@ -371,16 +390,21 @@ mod tests {
     #[test]
     fn known_methods_come_from_the_descriptors_of_served_services() {
         let known = known_methods(&[proto::FILE_DESCRIPTOR_SET], &["greeter.v1.Greeter"]).unwrap();
-        assert!(known.contains("/greeter.v1.Greeter/SayHello"), "{known:?}");
+        assert_eq!(known.get("/greeter.v1.Greeter/SayHello"), Some(&"unary"));
         // ingest.v1.Ingest is in the same bundle but not served here.
-        assert!(known.iter().all(|p| p.starts_with("/greeter.v1.Greeter/")));
+        assert!(known.keys().all(|p| p.starts_with("/greeter.v1.Greeter/")));
+        let ingest = known_methods(&[proto::FILE_DESCRIPTOR_SET], &["ingest.v1.Ingest"]).unwrap();
+        assert_eq!(
+            ingest.get("/ingest.v1.Ingest/Ingest"),
+            Some(&"client_stream")
+        );
         assert!(known_methods(&[b"\xff\xff"], &[]).is_err());
     }
 
     #[test]
     fn a_made_up_path_is_counted_as_unknown() {
         let mut registry = Registry::default();
-        let known = HashSet::from(["/greeter.v1.Greeter/SayHello".to_owned()]);
+        let known = HashMap::from([("/greeter.v1.Greeter/SayHello".to_owned(), "unary")]);
         let m = GrpcMetrics::register(&mut registry, known);
         for path in [
             "/greeter.v1.Greeter/Nope",
@@ -399,7 +423,7 @@ mod tests {
     #[test]
     fn a_call_is_recorded_once_and_a_dropped_one_as_canceled() {
         let mut registry = Registry::default();
-        let m = GrpcMetrics::register(&mut registry, HashSet::new());
+        let m = GrpcMetrics::register(&mut registry, HashMap::new());
         let mut f = m.start("/x/y");
         f.record(Code::NotFound);
         f.record(Code::Ok);
@@ -408,11 +432,11 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();
         for line in [
-            "grpc_server_started_total{grpc_service=\"unknown\",grpc_method=\"unknown\"} 2",
-            "grpc_server_handled_total{grpc_service=\"unknown\",grpc_method=\"unknown\",grpc_code=\"NotFound\"} 1",
-            "grpc_server_handled_total{grpc_service=\"unknown\",grpc_method=\"unknown\",grpc_code=\"Canceled\"} 1",
-            "grpc_server_in_flight{grpc_service=\"unknown\",grpc_method=\"unknown\"} 0",
-            "grpc_server_handling_seconds_count{grpc_service=\"unknown\",grpc_method=\"unknown\"} 2",
+            "grpc_server_started_total{grpc_type=\"unknown\",grpc_service=\"unknown\",grpc_method=\"unknown\"} 2",
+            "grpc_server_handled_total{grpc_type=\"unknown\",grpc_service=\"unknown\",grpc_method=\"unknown\",grpc_code=\"NotFound\"} 1",
+            "grpc_server_handled_total{grpc_type=\"unknown\",grpc_service=\"unknown\",grpc_method=\"unknown\",grpc_code=\"Canceled\"} 1",
+            "grpc_server_in_flight{grpc_type=\"unknown\",grpc_service=\"unknown\",grpc_method=\"unknown\"} 0",
+            "grpc_server_handling_seconds_count{grpc_type=\"unknown\",grpc_service=\"unknown\",grpc_method=\"unknown\"} 2",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

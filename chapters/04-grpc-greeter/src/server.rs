@@ -350,7 +350,7 @@ impl BoundServer {
 /// Every method this server serves, as a request path.
 fn served_methods(
     extra_names: &[&'static str],
-) -> anyhow::Result<std::collections::HashSet<String>> {
+) -> anyhow::Result<std::collections::HashMap<String, &'static str>> {
     let mut names = vec![
         <GreeterServer<Greeter> as NamedService>::NAME,
         <HealthServer<HealthService> as NamedService>::NAME,

@@ -18,7 +18,8 @@ use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tonic::{Code, Request};
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-const SAY_HELLO: &str = "grpc_service=\"greeter.v1.Greeter\",grpc_method=\"SayHello\"";
+const SAY_HELLO: &str =
+    "grpc_type=\"unary\",grpc_service=\"greeter.v1.Greeter\",grpc_method=\"SayHello\"";
 
 fn handled(code: &str) -> String {
     format!("grpc_server_handled_total{{{SAY_HELLO},grpc_code=\"{code}\"}}")
@@ -116,7 +117,7 @@ async fn counters_follow_the_calls_a_client_makes() {
         after.samples
     );
     assert_eq!(
-        after.value("grpc_server_handled_total{grpc_service=\"grpc.health.v1.Health\",grpc_method=\"Check\",grpc_code=\"OK\"}"),
+        after.value("grpc_server_handled_total{grpc_type=\"unary\",grpc_service=\"grpc.health.v1.Health\",grpc_method=\"Check\",grpc_code=\"OK\"}"),
         1.0
     );
     // Every call lands in the +Inf bucket; none of these took over 10 s.
@@ -153,7 +154,7 @@ async fn a_made_up_method_is_counted_without_its_name() {
         assert_eq!(status.code(), Code::Unimplemented);
     }
     let after = scrape_until(metrics, |s| !s.samples.is_empty()).await;
-    let unknown = "grpc_server_handled_total{grpc_service=\"unknown\",grpc_method=\"unknown\",grpc_code=\"Unimplemented\"}";
+    let unknown = "grpc_server_handled_total{grpc_type=\"unknown\",grpc_service=\"unknown\",grpc_method=\"unknown\",grpc_code=\"Unimplemented\"}";
     assert_eq!(after.value(unknown), 3.0, "{:#?}", after.samples);
     assert!(
         after.samples.keys().all(|k| !k.contains("Nope")),

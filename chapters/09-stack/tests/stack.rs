@@ -224,7 +224,7 @@ async fn one_metrics_port_counts_both_servers() {
         StatusCode::OK
     );
     assert_eq!(grpc_greeting(&pki, stack.grpc_addr).await, "Hello, Ada!");
-    let grpc_ok = "grpc_server_handled_total{grpc_service=\"greeter.v1.Greeter\",grpc_method=\"SayHello\",grpc_code=\"OK\"}";
+    let grpc_ok = "grpc_server_handled_total{grpc_type=\"unary\",grpc_service=\"greeter.v1.Greeter\",grpc_method=\"SayHello\",grpc_code=\"OK\"}";
     let rest_ok = "http_requests_total{method=\"POST\",route=\"/v1/greetings\",status=\"200\"}";
     let scrape = grpc_server::testing::scrape::scrape_until(metrics, |s| {
         s.value(grpc_ok) == 1.0 && s.value(rest_ok) == 1.0

@@ -130,7 +130,7 @@ async fn after_a_call_the_counters_say_what_it_did() {
     );
     assert!(s.value("ingest_worker_busy_seconds_total") > 0.0);
     assert_eq!(
-        s.value("grpc_server_handled_total{grpc_service=\"ingest.v1.Ingest\",grpc_method=\"Ingest\",grpc_code=\"OK\"}"),
+        s.value("grpc_server_handled_total{grpc_type=\"client_stream\",grpc_service=\"ingest.v1.Ingest\",grpc_method=\"Ingest\",grpc_code=\"OK\"}"),
         1.0,
         "{:#?}",
         s.samples
