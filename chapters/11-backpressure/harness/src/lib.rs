@@ -15,10 +15,13 @@
 //!   configured by a typed value and answering with a typed ready record, so
 //!   that every run gets fresh memory, connections and timers.
 //! - [`plot`]: SVG charts without fonts.
+//! - [`live`]: `--live`, a page that draws the run while it goes on, from
+//!   the records it is writing.
 
 pub mod child;
 pub mod experiment;
 pub mod folder;
+pub mod live;
 pub mod plot;
 pub mod records;
 

@@ -13,7 +13,7 @@ use plotters::{
 
 /// A named set of points; drawn as a line, or as dots when points are many
 /// separate events (one per message) rather than a curve.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
@@ -38,7 +38,7 @@ impl Series {
 }
 
 /// One chart of a figure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Panel {
     pub y_label: String,
     pub series: Vec<Series>,
@@ -56,15 +56,17 @@ const COLORS: [RGBColor; 6] = [
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-/// A white SVG figure, 720 pixels wide, with room for `panels` charts under
-/// its `title`.
+/// The size of a figure with room for `panels` charts under its title.
+fn size(panels: usize) -> (u32, u32) {
+    (720, 60 + 260 * panels as u32)
+}
+
+/// A white SVG figure with its `title` on top.
 fn figure<'a>(
-    path: &'a Path,
+    backend: SVGBackend<'a>,
     title: &str,
-    panels: usize,
 ) -> Result<Area<'a>, Box<dyn std::error::Error>> {
-    let height = 60 + 260 * panels as u32;
-    let root = SVGBackend::new(path, (720, height)).into_drawing_area();
+    let root = backend.into_drawing_area();
     root.fill(&WHITE)?;
     Ok(root.titled(title, ("sans-serif", 20))?)
 }
@@ -96,11 +98,21 @@ fn axes<'a, 'b>(
 /// Draws `panels` one above the other, 720 pixels wide, all on the same x
 /// range; each panel's y axis starts at 0.
 pub fn panels(path: &Path, title: &str, x_label: &str, panels: &[Panel]) -> anyhow::Result<()> {
-    draw(path, title, x_label, panels).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+    let backend = SVGBackend::new(path, size(panels.len()));
+    draw(backend, title, x_label, panels)
+        .map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+}
+
+/// [`panels`], as SVG text instead of a file (the live view sends it).
+pub fn panels_svg(title: &str, x_label: &str, panels: &[Panel]) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    let backend = SVGBackend::with_string(&mut svg, size(panels.len()));
+    draw(backend, title, x_label, panels).map_err(|e| anyhow!("cannot draw {title}: {e}"))?;
+    Ok(svg)
 }
 
 fn draw(
-    path: &Path,
+    backend: SVGBackend<'_>,
     title: &str,
     x_label: &str,
     panels: &[Panel],
@@ -113,7 +125,7 @@ fn draw(
     };
     let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
     let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min).min(0.0);
-    let root = figure(path, title, panels.len())?;
+    let root = figure(backend, title)?;
     for (area, panel) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
         let y_max = panel
             .series
@@ -178,7 +190,7 @@ fn draw_bars(
     title: &str,
     panels: &[BarPanel],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let root = figure(path, title, panels.len())?;
+    let root = figure(SVGBackend::new(path, size(panels.len())), title)?;
     for (area, panel) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
         let n = panel.bars.len().max(1);
         let y_max = panel
@@ -238,9 +250,12 @@ mod tests {
                 Series::dots(format!("{name} b"), vec![(0.5, 2.0)]),
             ],
         };
-        panels(&path, "Title", "time (s)", &[panel("top"), panel("bottom")]).unwrap();
+        let both = [panel("top"), panel("bottom")];
+        panels(&path, "Title", "time (s)", &both).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"));
+        // The live view's text is the file's.
+        assert_eq!(panels_svg("Title", "time (s)", &both).unwrap(), svg);
         for text in ["Title", "time (s)", "top a", "top b", "bottom a", "depth"] {
             assert!(svg.contains(text), "{text} missing");
         }

@@ -3,7 +3,13 @@
 //! the writer and every reader agree on columns by construction, never by
 //! position. Single records (a summary, a contract) are pretty JSON.
 
-use std::{path::Path, time::Duration};
+use std::{
+    fs::File,
+    marker::PhantomData,
+    path::Path,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use serde::{Serialize, de::DeserializeOwned};
@@ -70,6 +76,107 @@ pub fn read_csv<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
     let mut reader =
         csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
     reader
+        .deserialize()
+        .enumerate()
+        .map(|(i, row)| row.with_context(|| format!("{}: row {}", path.display(), i + 1)))
+        .collect()
+}
+
+/// A CSV table that grows on disk while the run goes on, row by row, so that
+/// a reader (the live view) can follow a run that has not ended. The file is
+/// the one [`write_csv`] would write from the same rows; rows reach it at
+/// least every [`Growing::FLUSH_EVERY`], so a reader is never more than that
+/// behind. Shared by reference: the writer is behind a lock, held only to
+/// format a row.
+pub struct Growing<T> {
+    path: std::path::PathBuf,
+    state: Mutex<GrowingState>,
+    row: PhantomData<fn(&T)>,
+}
+
+impl<T> std::fmt::Debug for Growing<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Growing").field("path", &self.path).finish()
+    }
+}
+
+struct GrowingState {
+    out: csv::Writer<File>,
+    flushed: Instant,
+    /// The first error, kept for [`Growing::finish`]: a measurement in
+    /// progress is not stopped by a full disk, but its result is not trusted.
+    error: Option<anyhow::Error>,
+}
+
+impl<T: Serialize + DeserializeOwned> Growing<T> {
+    pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+    /// Creates the file (and its folder) with the header alone.
+    pub fn create(path: &Path) -> anyhow::Result<Growing<T>> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let file =
+            File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        let mut out = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(file);
+        out.write_record(field_names::<T>())?;
+        out.flush()?;
+        Ok(Growing {
+            path: path.to_path_buf(),
+            state: Mutex::new(GrowingState {
+                out,
+                flushed: Instant::now(),
+                error: None,
+            }),
+            row: PhantomData,
+        })
+    }
+
+    pub fn push(&self, row: &T) {
+        let mut state = self.state.lock().expect("growing table lock");
+        let result = state
+            .out
+            .serialize(row)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| {
+                if state.flushed.elapsed() >= Self::FLUSH_EVERY {
+                    state.flushed = Instant::now();
+                    state.out.flush()?;
+                }
+                Ok(())
+            });
+        if let Err(e) = result {
+            state.error.get_or_insert(e);
+        }
+    }
+
+    /// Writes what is still buffered; fails if any row could not be written.
+    pub fn finish(self) -> anyhow::Result<()> {
+        let mut state = self.state.into_inner().expect("growing table lock");
+        if let Some(e) = state.error {
+            return Err(e.context(format!("cannot write {}", self.path.display())));
+        }
+        state
+            .out
+            .flush()
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// Reads a table that may still be growing: the rows whole so far (a last
+/// line without its newline is still being written, and is left for the next
+/// read). No file yet is no rows yet.
+pub fn read_csv_so_far<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    csv::Reader::from_reader(&bytes[..whole])
         .deserialize()
         .enumerate()
         .map(|(i, row)| row.with_context(|| format!("{}: row {}", path.display(), i + 1)))
@@ -190,6 +297,45 @@ mod tests {
         assert_eq!(back[0], rows[0]);
         assert_eq!(back[1].due, Duration::from_micros(1));
         assert_eq!(back[1].code.as_deref(), Some("UNAVAILABLE: a, b"));
+    }
+
+    #[test]
+    fn a_growing_table_is_read_as_it_grows_and_ends_as_write_csv_would_write_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("growing.csv");
+        let row = |index| Row {
+            index,
+            due: Duration::from_millis(index),
+            ended: None,
+            code: None,
+        };
+        let table = Growing::<Row>::create(&path).unwrap();
+        assert!(read_csv_so_far::<Row>(&path).unwrap().is_empty());
+        table.push(&row(0));
+        std::thread::sleep(Growing::<Row>::FLUSH_EVERY);
+        table.push(&row(1)); // a flush is due: both rows reach the file
+        assert_eq!(read_csv_so_far::<Row>(&path).unwrap(), [row(0), row(1)]);
+        // A row caught half written is left for the next read.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("2,2.0");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(read_csv_so_far::<Row>(&path).unwrap().len(), 2);
+        let whole = dir.path().join("whole.csv");
+        let table = Growing::<Row>::create(&whole).unwrap();
+        table.push(&row(0));
+        table.push(&row(1));
+        table.finish().unwrap();
+        let written = dir.path().join("written.csv");
+        write_csv(&written, &[row(0), row(1)]).unwrap();
+        assert_eq!(
+            std::fs::read(&whole).unwrap(),
+            std::fs::read(&written).unwrap()
+        );
+        assert!(
+            read_csv_so_far::<Row>(&dir.path().join("none.csv"))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
