@@ -134,17 +134,28 @@ pub async fn client() -> anyhow::Result<()> {
         let slots = stream_slots(&all, i, config.streams);
         let (channel, counters) = (channel.clone(), counters.clone());
         let (bytes, seed) = (config.message_bytes, config.seed + i as u64);
+        // Each slot's record reaches sends-N.csv as it ends (a live view reads it).
+        let sends = records::Growing::create(&config.out.join(sends_file(i)))?;
         calls.push(tokio::spawn(async move {
             // Tokio's 1 ms timer is enough here: this chapter measures queue
             // residence in tens to hundreds of milliseconds, and one precise
             // timing thread per stream would compete for the two cores.
-            ingest(channel, &slots, Timer::Tokio, bytes, seed, &counters).await
+            let run = ingest(
+                channel,
+                &slots,
+                Timer::Tokio,
+                bytes,
+                seed,
+                &counters,
+                Some(&sends),
+            )
+            .await;
+            sends.finish().map(|()| run)
         }));
     }
     let mut streams: Vec<CallRecord> = Vec::new();
-    for (i, call) in calls.into_iter().enumerate() {
-        let run = call.await.context("a call's task failed")?;
-        records::write_csv(&config.out.join(sends_file(i)), &run.records)?;
+    for call in calls {
+        let run = call.await.context("a call's task failed")??;
         streams.push(run.record());
     }
     progress.abort();

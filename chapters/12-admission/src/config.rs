@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use harness::{Experiment, experiment::Flags};
+use harness::{Experiment, experiment::Flags, live::LiveArgs};
 use ingest::plan::ServicePlan;
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +60,8 @@ pub struct RunArgs {
     pub resume: bool,
     #[command(flatten)]
     pub flags: Flags,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Folder of the development PKI (created if missing)
     #[arg(long, env = "CERTS_DIR", default_value_os_t = program::certs_dir())]
     pub certs_dir: PathBuf,

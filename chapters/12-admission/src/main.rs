@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use admission::{Args, Child};
+use admission::{Args, Child, config::RunArgs};
 use clap::Parser;
 use harness::{Start, experiment::Steps};
 
@@ -13,18 +13,26 @@ async fn main() -> ExitCode {
     let result = match args.command {
         Some(Child::Serve) => admission::children::serve().await,
         Some(Child::Client) => admission::children::client().await,
-        None => {
-            let start = if args.run.resume {
-                Start::Resume
-            } else {
-                Start::Fresh
-            };
-            let steps = Steps {
-                run: admission::runner::run,
-                render: admission::render::render,
-            };
-            harness::experiment::main(&args.run.flags, || args.run.config(), start, steps).await
-        }
+        None => experiment(&args.run).await,
     };
     program::exit_code(result)
+}
+
+async fn experiment(args: &RunArgs) -> anyhow::Result<()> {
+    let start = if args.resume {
+        Start::Resume
+    } else {
+        Start::Fresh
+    };
+    // With --live, the page draws each attempt from the records it writes.
+    let live = harness::live::start(&args.live, ingest::live::view).await?;
+    let steps = Steps {
+        run: async |config: &_, folder: &_| {
+            admission::runner::run(config, folder, live.as_ref()).await
+        },
+        render: admission::render::render,
+    };
+    harness::experiment::main(&args.flags, || args.config(), start, steps).await?;
+    harness::live::finish(live).await;
+    Ok(())
 }

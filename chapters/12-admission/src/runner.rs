@@ -13,6 +13,7 @@ use certs::TlsArgs;
 use harness::{
     Folder,
     child::{Child, Spawn},
+    live::Live,
 };
 use ingest::{server::ServeConfig, service::Policy};
 
@@ -39,7 +40,7 @@ fn controller_of(policy: PolicyKind) -> ControllerKind {
 
 /// Runs every block, or, in a folder that holds an interrupted experiment,
 /// what is not done yet.
-pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
+pub async fn run(config: &Config, folder: &Folder, live: Option<&Live>) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this program's executable")?;
     let pki = certs::Pki::new(&config.certs_dir);
     pki.generate(false)?;
@@ -105,6 +106,9 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
                     format!("runs/b{block}-{}-attempt{}", policy.name(), attempt + 1)
                 };
                 let run = folder.sub(&dir)?;
+                if let Some(live) = live {
+                    live.watch(format!("{label} ({dir})"), run.path());
+                }
                 let attempt = Attempt {
                     attempt: ledger.len() + 1,
                     block,

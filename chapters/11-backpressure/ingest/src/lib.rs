@@ -6,10 +6,12 @@
 //! whole difference chapter 11 measures; [`record`] keeps every message's
 //! timestamps and the queue's depth over time; [`server`] puts it on the
 //! network as its own process, and [`metrics`] lets Prometheus watch its gate
-//! while it runs; [`compare`] is the experiment.
+//! while it runs; [`compare`] is the experiment, and [`live`] what its
+//! `--live` page draws while it runs.
 
 pub mod admission;
 pub mod compare;
+pub mod live;
 pub mod metrics;
 pub mod plan;
 pub mod record;

@@ -6,7 +6,10 @@
 
 use std::{sync::Mutex, time::Duration};
 
-use harness::{RunMeta, records::ms};
+use harness::{
+    RunMeta,
+    records::{Growing, ms},
+};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -67,6 +70,8 @@ pub struct Recorder {
     pub clock: Instant,
     messages: Mutex<Vec<MessageRow>>,
     samples: Mutex<Vec<Sample>>,
+    /// `timeline.csv` growing as the samples are taken, for a live view.
+    growing: Mutex<Option<Growing<Sample>>>,
     /// Time the workers sat idle although a message was waiting, summed.
     idle_with_backlog: Mutex<Duration>,
 }
@@ -77,6 +82,7 @@ impl Recorder {
             clock,
             messages: Mutex::default(),
             samples: Mutex::default(),
+            growing: Mutex::default(),
             idle_with_backlog: Mutex::default(),
         }
     }
@@ -90,7 +96,22 @@ impl Recorder {
     }
 
     pub fn sample(&self, sample: Sample) {
+        if let Some(growing) = &*self.growing.lock().expect("recorder lock") {
+            growing.push(&sample);
+        }
         self.samples.lock().expect("recorder lock").push(sample);
+    }
+
+    /// From now on, each sample is also written to `path` as it is taken.
+    pub fn grow_timeline(&self, path: &std::path::Path) -> anyhow::Result<()> {
+        *self.growing.lock().expect("recorder lock") = Some(Growing::create(path)?);
+        Ok(())
+    }
+
+    /// Closes the growing timeline, before the whole one is written.
+    pub fn finish_timeline(&self) -> anyhow::Result<()> {
+        let growing = self.growing.lock().expect("recorder lock").take();
+        growing.map_or(Ok(()), Growing::finish)
     }
 
     pub fn idle_with_backlog(&self, idle: Duration) {

@@ -196,6 +196,10 @@ pub async fn serve(
         config.workers,
         config.sample_every,
     );
+    // The timeline grows on disk while the server runs: a live view reads it.
+    ingestor
+        .recorder()
+        .grow_timeline(&config.record.join(TIMELINE))?;
     if let Some(addr) = config.metrics_addr {
         let mut registry = Registry::default();
         server = server.with_metrics(&mut registry);
@@ -234,6 +238,7 @@ fn write_records(ingestor: &Ingestor, config: &ServeConfig) -> anyhow::Result<()
     let messages = recorder.messages();
     let samples = recorder.samples();
     let changes = ingestor.gate().map(|g| g.changes()).unwrap_or_default();
+    recorder.finish_timeline()?;
     write_csv(&file(MESSAGES), &messages)?;
     write_csv(&file(TIMELINE), &samples)?;
     write_csv(&file(BUDGET), &BudgetRow::of(&changes))?;

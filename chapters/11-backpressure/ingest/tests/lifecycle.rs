@@ -85,7 +85,16 @@ fn cancelling_the_stream_releases_every_reservation_and_the_worker_carries_on() 
         // A new call is served as before, and stop() ends the worker cleanly.
         let slots = Schedule::constant(20.0, Duration::from_millis(500)).slots();
         let channel = common::serve(ingestor.clone()).await;
-        let run = ingest(channel, &slots, Timer::Tokio, 256, 1, &Counters::default()).await;
+        let run = ingest(
+            channel,
+            &slots,
+            Timer::Tokio,
+            256,
+            1,
+            &Counters::default(),
+            None,
+        )
+        .await;
         assert_eq!(run.reply.expect("second call").processed, 10);
         tokio::time::timeout(Duration::from_secs(5), ingestor.stop())
             .await
@@ -111,7 +120,15 @@ fn a_stopped_worker_ends_the_call_with_unavailable() {
             let slots = Schedule::constant(80.0, Duration::from_secs(5)).slots();
             let run = tokio::time::timeout(
                 Duration::from_secs(60),
-                ingest(channel, &slots, Timer::Tokio, 1024, 1, &Counters::default()),
+                ingest(
+                    channel,
+                    &slots,
+                    Timer::Tokio,
+                    1024,
+                    1,
+                    &Counters::default(),
+                    None,
+                ),
             )
             .await
             .expect("the call ends instead of hanging");
@@ -150,6 +167,7 @@ fn an_unbounded_queue_grows_under_overload_and_a_reserved_one_does_not() {
                 16 * 1024,
                 1,
                 &Counters::default(),
+                None,
             )
             .await;
             assert!(run.reply.is_ok(), "{:?}", run.reply);

@@ -112,6 +112,7 @@ async fn after_a_call_the_counters_say_what_it_did() {
         256,
         1,
         &Arc::new(Counters::default()),
+        None,
     )
     .await;
     let reply = run.reply.expect("the call succeeds");

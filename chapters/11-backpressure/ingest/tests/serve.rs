@@ -74,6 +74,84 @@ async fn start(
     (server, channel)
 }
 
+/// What `--live` reads: the server's timeline and the client's sends grow on
+/// disk while the call runs, and what was read then is where the final files
+/// begin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_and_the_sends_grow_on_disk_while_the_call_runs() {
+    use harness::records::{Growing, read_csv_so_far};
+    use ingest::record::Sample;
+    use loadgen::SlotRecord;
+
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record");
+    let flags = ["--calls", "1", "--sample-every", "20ms", "--plan", "5ms@0s"];
+    let (server, channel) = start(dir.path(), &flags).await;
+    let sends = Arc::new(Growing::<SlotRecord>::create(&record.join("sends.csv")).unwrap());
+    let slots = Schedule::constant(40.0, Duration::from_secs(3)).slots();
+    let call = tokio::spawn({
+        let sends = sends.clone();
+        async move {
+            let counters = Counters::default();
+            ingest(
+                channel,
+                &slots,
+                Timer::Tokio,
+                1024,
+                1,
+                &counters,
+                Some(&sends),
+            )
+            .await
+        }
+    });
+
+    // Both files hold rows while the call still runs (it runs for 3 s).
+    let mut seen = None;
+    for _ in 0..500 {
+        let timeline: Vec<Sample> = read_csv_so_far(&record.join("timeline.csv")).unwrap();
+        let sent: Vec<SlotRecord> = read_csv_so_far(&record.join("sends.csv")).unwrap();
+        if timeline.len() >= 3 && sent.len() >= 3 {
+            assert!(!call.is_finished(), "the rows appeared only after the call");
+            let figure = ingest::live::view(&record).unwrap();
+            assert!(figure.points() > 0);
+            seen = Some((timeline, sent));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (timeline, sent) = seen.expect("rows on disk within 10 s of the call's start");
+
+    let run = call.await.unwrap();
+    assert!(run.reply.is_ok(), "{:?}", run.reply);
+    Arc::into_inner(sends).unwrap().finish().unwrap();
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("--calls 1 stops the server after the call")
+        .unwrap()
+        .expect("the server ran cleanly");
+    let timeline_end: Vec<Sample> =
+        harness::records::read_csv(&record.join("timeline.csv")).unwrap();
+    let sent_end: Vec<SlotRecord> = harness::records::read_csv(&record.join("sends.csv")).unwrap();
+    assert!(timeline_end.len() > timeline.len());
+    // The grown file is the one written from every slot's record at the end
+    // (to the microsecond, as every CSV of the workshop keeps times).
+    let whole = dir.path().join("whole.csv");
+    harness::records::write_csv(&whole, &run.records).unwrap();
+    assert!(
+        std::fs::read(record.join("sends.csv")).unwrap() == std::fs::read(&whole).unwrap(),
+        "the grown sends.csv differs from the records written whole"
+    );
+    assert!(
+        sent_end[..sent.len()] == sent[..],
+        "what was read early is where the file begins"
+    );
+    // The server wrote its whole timeline again at the end: the same samples
+    // the growing file had, from the first one it held.
+    let first = timeline_end.iter().position(|s| *s == timeline[0]).unwrap();
+    assert_eq!(&timeline_end[first..first + timeline.len()], &timeline[..]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_call_leaves_messages_timeline_budget_and_metadata() {
     let dir = tempfile::tempdir().unwrap();
@@ -97,6 +175,7 @@ async fn one_call_leaves_messages_timeline_budget_and_metadata() {
         1024,
         1,
         &Arc::new(Counters::default()),
+        None,
     )
     .await;
     let reply = run.reply.expect("the call succeeds");
@@ -182,7 +261,16 @@ async fn calls_sharing_a_connection_finish_when_the_budget_is_smaller_than_their
         .map(|seed| {
             let (channel, slots, counters) = (channel.clone(), slots.clone(), counters.clone());
             tokio::spawn(async move {
-                ingest(channel, &slots, Timer::Tokio, 16 * 1024, seed, &counters).await
+                ingest(
+                    channel,
+                    &slots,
+                    Timer::Tokio,
+                    16 * 1024,
+                    seed,
+                    &counters,
+                    None,
+                )
+                .await
             })
         })
         .collect();

@@ -138,7 +138,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             message_bytes,
             seed,
         } => {
-            let run = ingest(channel, &slots, args.timer, message_bytes, seed, &counters).await;
+            let run = ingest(
+                channel,
+                &slots,
+                args.timer,
+                message_bytes,
+                seed,
+                &counters,
+                None,
+            )
+            .await;
             let reply = match &run.reply {
                 Ok(r) => format!(
                     "server: received {} processed {} bytes {}; call took {:.2} s",

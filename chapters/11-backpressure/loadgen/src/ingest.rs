@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use harness::records::Growing;
 use proto::ingest::v1::{Payload, Summary as Reply, ingest_client::IngestClient};
 use rand::{RngCore, SeedableRng, rngs::StdRng};
 use tokio::{sync::mpsc, time::Instant};
@@ -63,7 +64,8 @@ impl IngestRun {
 /// Streams one `message_bytes` message per slot. The stream is fed through a
 /// channel with room for one message, so a send completes only once tonic has
 /// taken the previous one: when HTTP/2 flow control stops tonic, the send
-/// blocks, and slots that come due meanwhile are skipped.
+/// blocks, and slots that come due meanwhile are skipped. With `growing`,
+/// every slot's record is also written there as it ends.
 pub async fn ingest(
     channel: Channel,
     slots: &[Slot],
@@ -71,13 +73,14 @@ pub async fn ingest(
     message_bytes: usize,
     seed: u64,
     counters: &Counters,
+    growing: Option<&Growing<SlotRecord>>,
 ) -> IngestRun {
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<Payload>(1);
     let mut client = IngestClient::new(channel).max_decoding_message_size(usize::MAX);
     let call = tokio::spawn(async move { client.ingest(ReceiverStream::new(rx)).await });
     let mut rng = StdRng::seed_from_u64(seed);
-    let records = run_skipping(slots, timer, counters, |slot| {
+    let records = run_skipping(slots, timer, counters, growing, |slot| {
         let mut data = vec![0; message_bytes];
         rng.fill_bytes(&mut data);
         let tx = &tx;

@@ -21,7 +21,7 @@ use std::{
     time::Duration,
 };
 
-use harness::records::{ms, opt_ms};
+use harness::records::{Growing, ms, opt_ms};
 use serde::{Deserialize, Serialize};
 use tokio::{
     sync::Semaphore,
@@ -151,11 +151,13 @@ impl Counters {
 
 // ANCHOR: skipping
 /// One send at a time, at the scheduled times; slots that come due while a
-/// send is blocked are skipped, never caught up.
+/// send is blocked are skipped, never caught up. Each record is also written
+/// to `growing`, if given, as the slot ends (a live view reads it).
 pub async fn run_skipping<F, Fut>(
     slots: &[Slot],
     timer: Timer,
     counters: &Counters,
+    growing: Option<&Growing<SlotRecord>>,
     mut send: F,
 ) -> Vec<SlotRecord>
 where
@@ -166,6 +168,12 @@ where
     let mut ticks = timer.ticks(start, slots);
     let mut free_since = start;
     let mut records = Vec::with_capacity(slots.len());
+    let keep = |records: &mut Vec<SlotRecord>, record: SlotRecord| {
+        if let Some(growing) = growing {
+            growing.push(&record);
+        }
+        records.push(record);
+    };
     while let Some(due) = ticks.next().await {
         let slot = due.slot;
         Counters::add(&counters.due);
@@ -173,7 +181,7 @@ where
         // now would be catching up, a burst the schedule never asked for.
         if start + slot.due < free_since {
             Counters::add(&counters.skipped);
-            records.push(SlotRecord::not_sent(slot, Outcome::Skipped));
+            keep(&mut records, SlotRecord::not_sent(slot, Outcome::Skipped));
             continue;
         }
         due.wait().await;
@@ -183,18 +191,21 @@ where
         free_since = Instant::now();
         counters.finished(&result);
         let broken = matches!(&result, Err(e) if e.fatal);
-        records.push(SlotRecord {
-            started: Some(started - start),
-            ended: Some(free_since - start),
-            ..record(slot, result)
-        });
+        keep(
+            &mut records,
+            SlotRecord {
+                started: Some(started - start),
+                ended: Some(free_since - start),
+                ..record(slot, result)
+            },
+        );
         if broken {
             break;
         }
     }
     // After a fatal failure, the rest of the schedule is never tried.
     for &slot in &slots[records.len()..] {
-        records.push(SlotRecord::not_sent(slot, Outcome::Aborted));
+        keep(&mut records, SlotRecord::not_sent(slot, Outcome::Aborted));
     }
     records
 }
@@ -321,7 +332,7 @@ mod tests {
     async fn skipped_slots_are_never_caught_up() {
         let slots = Schedule::constant(10.0, Duration::from_secs(1)).slots();
         let counters = Counters::default();
-        let records = run_skipping(&slots, Timer::Tokio, &counters, |slot| async move {
+        let records = run_skipping(&slots, Timer::Tokio, &counters, None, |slot| async move {
             sleep(if slot.index == 2 { ms(350) } else { ms(1) }).await;
             Ok(())
         })
@@ -347,6 +358,7 @@ mod tests {
             &slots,
             Timer::Tokio,
             &Counters::default(),
+            None,
             |slot| async move {
                 match slot.index {
                     4 => Err(SendError {

@@ -11,6 +11,7 @@ use std::{path::PathBuf, time::Duration};
 use harness::{
     Experiment, Start,
     experiment::{Flags, Steps},
+    live::LiveArgs,
 };
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +40,8 @@ pub struct CompareArgs {
     pub message_bytes: usize,
     #[command(flatten)]
     pub flags: Flags,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Folder for every file of the run (an earlier run there is replaced)
     #[arg(long, default_value = "target/experiments/ch11")]
     pub out: PathBuf,
@@ -95,9 +98,14 @@ impl Experiment for Config {
 }
 
 pub async fn compare(args: CompareArgs) -> anyhow::Result<()> {
+    let live = harness::live::start(&args.live, crate::live::view).await?;
     let steps = Steps {
-        run: run::run,
+        run: async |config: &Config, folder: &harness::Folder| {
+            run::run(config, folder, live.as_ref()).await
+        },
         render: render::render,
     };
-    harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await
+    harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await?;
+    harness::live::finish(live).await;
+    Ok(())
 }

@@ -10,6 +10,8 @@ use grpc_client::channel::{Target, endpoint};
 use harness::{
     Folder,
     child::{Child, Spawn},
+    live::Live,
+    records::Growing,
 };
 use loadgen::{
     Counters, Schedule, Timer,
@@ -26,7 +28,7 @@ use crate::{
 /// How the client's call went, beside its `sends.csv`.
 pub const CLIENT: &str = "client.json";
 
-pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
+pub async fn run(config: &Config, folder: &Folder, live: Option<&Live>) -> anyhow::Result<()> {
     let pki = Pki::new(&config.certs_dir);
     pki.generate(false)?;
     let schedule = Schedule::constant(config.rate, config.duration);
@@ -40,7 +42,7 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
         config.capacity
     );
     for policy in ARMS {
-        run_arm(config, folder, policy, &schedule, &pki).await?;
+        run_arm(config, folder, policy, &schedule, &pki, live).await?;
     }
     Ok(())
 }
@@ -61,9 +63,13 @@ async fn run_arm(
     policy: PolicyName,
     schedule: &Schedule,
     pki: &Pki,
+    live: Option<&Live>,
 ) -> anyhow::Result<()> {
     let name = arm_name(policy);
     let arm = folder.sub(name)?;
+    if let Some(live) = live {
+        live.watch(name, arm.path());
+    }
     let serve = ServeConfig {
         addr: "127.0.0.1:0".parse()?,
         tls: TlsArgs::in_dir(&config.certs_dir),
@@ -102,6 +108,8 @@ async fn run_arm(
     let channel = endpoint(&target)?.connect().await?;
     let counters = Arc::new(Counters::default());
     let progress = tokio::spawn(loadgen::cli::progress(counters.clone()));
+    // Every slot's record goes to sends.csv as it ends, not only at the end.
+    let sends = Growing::create(&arm.join(SENDS))?;
     let call = ingest(
         channel,
         &schedule.slots(),
@@ -109,14 +117,15 @@ async fn run_arm(
         config.message_bytes,
         1,
         &counters,
+        Some(&sends),
     )
     .await;
     progress.abort();
+    sends.finish()?;
     server
         .finish(Duration::from_secs(60))
         .await
         .with_context(|| format!("the {name} server, after its call"))?;
-    arm.write_csv(SENDS, &call.records)?;
     arm.write_json(CLIENT, &call.record())
 }
 // ANCHOR_END: arm
