@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::bail;
-use harness::{Experiment, experiment::Flags};
+use harness::{Experiment, experiment::Flags, live::LiveArgs};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -126,6 +126,8 @@ pub struct Args {
     /// this address while the experiment runs; off by default
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// The settings of a run, checked: what `config.json` holds.

@@ -7,14 +7,19 @@ use harness::{Start, experiment::Steps};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = overload::Args::parse();
+    program::exit_code(experiment(overload::Args::parse()).await)
+}
+
+async fn experiment(args: overload::Args) -> anyhow::Result<()> {
+    // With --live, the page draws the report's charts as the cells end.
+    let live = harness::live::start(&args.live, overload::render::live).await?;
     let steps = Steps {
         run: async |config: &overload::Config, folder: &harness::Folder| {
-            overload::run::run(config, folder, args.metrics_addr).await
+            overload::run::run(config, folder, args.metrics_addr, live.as_ref()).await
         },
         render: overload::render::render,
     };
-    program::exit_code(
-        harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await,
-    )
+    harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await?;
+    harness::live::finish(live).await;
+    Ok(())
 }

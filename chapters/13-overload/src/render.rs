@@ -2,10 +2,12 @@
 //! its rows, then `cells.csv`, `results.json`, `results.md` (tables only) and
 //! the charts against offered load.
 
-use std::fmt::Write as _;
+use std::{fmt::Write as _, path::Path};
 
 use harness::{
     Folder,
+    experiment::CONFIG,
+    live::Figure,
     plot::{Panel, Series, panels},
 };
 use serde::{Deserialize, Serialize};
@@ -58,6 +60,14 @@ fn table(config: &Config, cells: &[Cell]) -> String {
     out
 }
 
+/// One cell's figures, from its raw records.
+fn read_cell(config: &Config, folder: &Folder, policy: Policy, load: f64) -> anyhow::Result<Cell> {
+    let calls: Vec<CallRow> = folder.read_csv(&raw_file(policy, load, "calls"))?;
+    let work: Vec<WorkRow> = folder.read_csv(&raw_file(policy, load, "server"))?;
+    let arrivals: Vec<ArrivalRow> = folder.read_csv(&raw_file(policy, load, "arrivals"))?;
+    Ok(figures(config, policy, load, &calls, &work, &arrivals))
+}
+
 /// `results.json`: every cell's figures, with the settings they came from.
 #[derive(Serialize)]
 struct Results<'a> {
@@ -72,10 +82,7 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let mut cells = Vec::new();
     for &load in &config.loads {
         for &policy in &config.policies {
-            let calls: Vec<CallRow> = folder.read_csv(&raw_file(policy, load, "calls"))?;
-            let work: Vec<WorkRow> = folder.read_csv(&raw_file(policy, load, "server"))?;
-            let arrivals: Vec<ArrivalRow> = folder.read_csv(&raw_file(policy, load, "arrivals"))?;
-            cells.push(figures(config, policy, load, &calls, &work, &arrivals));
+            cells.push(read_cell(config, folder, policy, load)?);
         }
     }
     folder.write_csv(
@@ -180,45 +187,182 @@ fn per_policy(config: &Config, cells: &[Cell], value: impl Fn(&Cell) -> f64) -> 
         .collect()
 }
 
-fn charts(config: &Config, cells: &[Cell], folder: &Folder) -> anyhow::Result<()> {
-    let x = "offered load (x capacity)";
-    let one = |y: &str, series| {
-        [Panel {
-            y_label: y.to_string(),
-            series,
-        }]
+/// The report's four charts: file name, title, and the chart.
+fn charts_of(config: &Config, cells: &[Cell]) -> [(&'static str, String, Panel); 4] {
+    let panel = |y: &str, series| Panel {
+        y_label: y.to_string(),
+        series,
     };
-    panels(
-        &folder.join("goodput.svg"),
-        &format!(
-            "Goodput: successes within the deadline (capacity {:.0}/s)",
-            config.capacity()
+    [
+        (
+            "goodput.svg",
+            format!(
+                "Goodput: successes within the deadline (capacity {:.0}/s)",
+                config.capacity()
+            ),
+            panel("calls/s", per_policy(config, cells, |c| c.goodput_per_s)),
         ),
-        x,
-        &one("calls/s", per_policy(config, cells, |c| c.goodput_per_s)),
-    )?;
-    panels(
-        &folder.join("wasted.svg"),
-        "Wasted work: server time on calls whose caller had given up",
-        x,
-        &one(
-            "% of busy time",
-            per_policy(config, cells, |c| c.server.wasted_share * 100.0),
+        (
+            "wasted.svg",
+            "Wasted work: server time on calls whose caller had given up".into(),
+            panel(
+                "% of busy time",
+                per_policy(config, cells, |c| c.server.wasted_share * 100.0),
+            ),
         ),
-    )?;
-    panels(
-        &folder.join("amplification.svg"),
-        "Amplification: attempts per offered call",
-        x,
-        &one(
-            "attempts / call",
-            per_policy(config, cells, |c| c.attempts_per_call),
+        (
+            "amplification.svg",
+            "Amplification: attempts per offered call".into(),
+            panel(
+                "attempts / call",
+                per_policy(config, cells, |c| c.attempts_per_call),
+            ),
         ),
-    )?;
-    panels(
-        &folder.join("latency.svg"),
-        "Successful calls: p99 latency from when they were due",
-        x,
-        &one("ms", per_policy(config, cells, |c| c.ok_latency.p99_ms)),
-    )
+        (
+            "latency.svg",
+            "Successful calls: p99 latency from when they were due".into(),
+            panel("ms", per_policy(config, cells, |c| c.ok_latency.p99_ms)),
+        ),
+    ]
+}
+
+const X_LABEL: &str = "offered load (x capacity)";
+
+/// The y axes of [`charts_of`]'s charts on the live page, which has no room
+/// for their titles.
+const LIVE_Y_LABELS: [&str; 4] = [
+    "goodput (calls/s)",
+    "wasted work (% of busy time)",
+    "attempts / call",
+    "p99 of successful calls (ms)",
+];
+
+fn charts(config: &Config, cells: &[Cell], folder: &Folder) -> anyhow::Result<()> {
+    for (file, title, panel) in charts_of(config, cells) {
+        panels(&folder.join(file), &title, X_LABEL, &[panel])?;
+    }
+    Ok(())
+}
+
+/// What `--live` draws: the report's four charts, from the cells that have
+/// ended so far (a cell's raw records are written as it ends), so the curves
+/// grow a point at a time while the run goes on.
+pub fn live(dir: &Path) -> anyhow::Result<Figure> {
+    let folder = Folder::open(dir)?;
+    let config: Config = folder.read_json(CONFIG)?;
+    let mut cells = Vec::new();
+    for &load in &config.loads {
+        for &policy in &config.policies {
+            // Written last of a cell's three files: the cell has ended.
+            if folder.join(raw_file(policy, load, "arrivals")).exists() {
+                // A file caught while being written is read on the next frame.
+                if let Ok(cell) = read_cell(&config, &folder, policy, load) {
+                    cells.push(cell);
+                }
+            }
+        }
+    }
+    Ok(Figure {
+        title: format!(
+            "{} of {} cells so far",
+            cells.len(),
+            config.loads.len() * config.policies.len()
+        ),
+        x_label: X_LABEL.into(),
+        panels: charts_of(&config, &cells)
+            .into_iter()
+            .zip(LIVE_Y_LABELS)
+            .map(|((_, _, panel), y_label)| Panel {
+                y_label: y_label.into(),
+                ..panel
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+    use loadgen::Outcome;
+
+    use super::*;
+    use crate::server::Fate;
+
+    #[test]
+    fn the_live_view_draws_the_cells_that_have_ended_and_only_those() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let out_flag = out.to_str().unwrap();
+        let config = crate::Args::parse_from(["overload", "--quick", "--out", out_flag])
+            .config()
+            .unwrap();
+        let folder = Folder::create(&out).unwrap();
+        folder.write_json(CONFIG, &config).unwrap();
+        let (first, second) = (config.policies[0], config.policies[1]);
+        let load = config.loads[0];
+        let ms = Duration::from_millis;
+        let calls: Vec<CallRow> = (0..4u64)
+            .map(|i| CallRow {
+                index: i,
+                due: ms(600 + 100 * i),
+                started: Some(ms(600 + 100 * i)),
+                ended: Some(ms(610 + 100 * i)),
+                outcome: Outcome::Ok,
+                code: None,
+                attempts: 1,
+            })
+            .collect();
+        let work: Vec<WorkRow> = calls
+            .iter()
+            .map(|c| WorkRow {
+                arrived: c.due,
+                deadline: None,
+                started: c.started,
+                ended: c.ended,
+                waiting_ahead: 0,
+                fate: Fate::Served,
+            })
+            .collect();
+        let arrivals: Vec<ArrivalRow> = calls
+            .iter()
+            .map(|c| ArrivalRow {
+                arrived: c.due,
+                waiting: 0,
+            })
+            .collect();
+        folder
+            .write_csv(&raw_file(first, load, "calls"), &calls)
+            .unwrap();
+        folder
+            .write_csv(&raw_file(first, load, "server"), &work)
+            .unwrap();
+        folder
+            .write_csv(&raw_file(first, load, "arrivals"), &arrivals)
+            .unwrap();
+        // The second policy's cell is still running: its calls are written,
+        // its arrivals (written last) not yet.
+        folder
+            .write_csv(&raw_file(second, load, "calls"), &calls)
+            .unwrap();
+
+        let figure = live(&out).unwrap();
+        let cells = config.loads.len() * config.policies.len();
+        assert_eq!(figure.title, format!("1 of {cells} cells so far"));
+        assert_eq!(figure.panels.len(), 4);
+        for panel in &figure.panels {
+            let drawn: Vec<usize> = panel.series.iter().map(|s| s.points.len()).collect();
+            assert_eq!(drawn[0], 1, "{}", panel.y_label);
+            assert!(
+                drawn[1..].iter().all(|&n| n == 0),
+                "{}: {drawn:?}",
+                panel.y_label
+            );
+            assert_eq!(panel.series[0].points[0].0, load);
+        }
+        // A folder that is not a run's is an error that says so.
+        let error = live(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("meta.json"), "{error}");
+    }
 }

@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::Context;
-use harness::Folder;
+use harness::{Folder, live::Live};
 use loadgen::{
     Timer,
     cli::code_name,
@@ -43,6 +43,7 @@ pub async fn run(
     config: &Config,
     folder: &Folder,
     metrics: Option<SocketAddr>,
+    live: Option<&Live>,
 ) -> anyhow::Result<()> {
     let watch = match metrics {
         Some(addr) => {
@@ -67,11 +68,15 @@ pub async fn run(
     for &load in &config.loads {
         for &policy in &config.policies {
             done += 1;
-            eprintln!(
+            let label = format!(
                 "[{done}/{cells_total}] {} at {load}x = {:.0} calls/s",
                 policy.name(),
                 load * config.capacity()
             );
+            eprintln!("{label}");
+            if let Some(live) = live {
+                live.watch(label, folder.path());
+            }
             let (calls, work, arrivals) = run_cell(config, policy, load, watch.as_ref()).await?;
             folder.write_csv(&raw_file(policy, load, "calls"), &calls)?;
             folder.write_csv(&raw_file(policy, load, "server"), &work)?;
