@@ -8,6 +8,7 @@
 //! to look at.
 
 use std::{
+    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -55,8 +56,9 @@ const FLAGS: [&str; 8] = [
     "--disable-sync",
 ];
 
-pub fn check(root: &Path) -> anyhow::Result<()> {
-    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+/// The first Chromium on the PATH.
+fn find_chromium() -> anyhow::Result<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|name| {
             Command::new(name)
@@ -66,9 +68,11 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
                 .status()
                 .is_ok()
         })
-        .ok_or_else(|| {
-            anyhow::anyhow!("no Chromium found (on Debian: apt-get install chromium)")
-        })?;
+        .ok_or_else(|| anyhow::anyhow!("no Chromium found (on Debian: apt-get install chromium)"))
+}
+
+pub fn check(root: &Path) -> anyhow::Result<()> {
+    let chromium = find_chromium()?;
     let book = root.join("book/book");
     anyhow::ensure!(
         book.join("index.html").exists(),
@@ -87,7 +91,7 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
             Expect::Images => image_probe(&book, page, &shots)?,
             _ => url.clone(),
         };
-        let dom = run(
+        let dom = run_chromium(
             chromium,
             &profile,
             &["--virtual-time-budget=10000", "--dump-dom", &read],
@@ -126,7 +130,7 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
         let screenshot = format!("--screenshot={}", shot.display());
         // The whole page in one tall image (scrolling to a heading first leaves
         // headless Chromium's screenshot blank).
-        run(
+        run_chromium(
             chromium,
             &profile,
             &[
@@ -139,6 +143,89 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
         anyhow::ensure!(shot.exists(), "{page}: Chromium wrote no screenshot");
         println!("{page}: rendered; screenshot {}", shot.display());
     }
+    Ok(())
+}
+
+/// Chapter 11's `--live` page during a quick run: looked at twice a few
+/// seconds apart, the second look must draw more points than the first (the
+/// page sets `data-points` on its root element); then a screenshot into
+/// `shot`, and the run must still end well.
+pub fn live_page(root: &Path, shot: &Path) -> anyhow::Result<()> {
+    let chromium = find_chromium()?;
+    let shots = root.join("target/browser");
+    std::fs::create_dir_all(&shots)?;
+    if let Some(dir) = shot.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let profile = shots.join("live-profile");
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "ingest"])
+        .current_dir(root)
+        .status()?;
+    anyhow::ensure!(built.success(), "cannot build ingest");
+    let mut run = Command::new(root.join("target/debug/ingest"))
+        .args(["compare", "--quick", "--live", "127.0.0.1:0", "--out"])
+        .arg(shots.join("ch11-live"))
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut lines = BufReader::new(run.stdout.take().expect("piped")).lines();
+    let url = lines
+        .next()
+        .transpose()?
+        .and_then(|line| Some(line.split_whitespace().nth(2)?.to_string()))
+        .filter(|url| url.starts_with("http://"))
+        .ok_or_else(|| anyhow::anyhow!("ingest compare --live did not say where its page is"))?;
+    // Read the rest, so a full pipe never stops the run.
+    std::thread::spawn(move || lines.for_each(drop));
+    // Two seconds of the page's own time is four frames it asks for.
+    let look = |extra: &[&str]| {
+        let mut args = vec!["--virtual-time-budget=2000"];
+        args.extend(extra);
+        args.push(&url);
+        run_chromium(chromium, &profile, &args)
+    };
+    let points = |dom: &str| -> Option<u64> {
+        let (_, rest) = dom.split_once("data-points=\"")?;
+        rest.split('"').next()?.parse().ok()
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    let first = points(&look(&["--dump-dom"])?);
+    std::thread::sleep(Duration::from_secs(3));
+    let second = points(&look(&["--dump-dom"])?);
+    anyhow::ensure!(
+        matches!((first, second), (Some(a), Some(b)) if 0 < a && a < b),
+        "the live page did not draw more as the run went on: {first:?} points, then {second:?}"
+    );
+    let _ = std::fs::remove_file(shot);
+    let screenshot = format!("--screenshot={}", shot.display());
+    look(&["--window-size=800,1240", &screenshot])?;
+    anyhow::ensure!(
+        shot.exists(),
+        "Chromium wrote no screenshot of the live page"
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = run.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = run.kill();
+            anyhow::bail!("ingest compare --quick --live did not end within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    anyhow::ensure!(
+        status.success(),
+        "ingest compare --quick --live failed: {status}"
+    );
+    println!(
+        "live page: {} points drawn, then {}; screenshot {}",
+        first.unwrap_or(0),
+        second.unwrap_or(0),
+        shot.display()
+    );
     Ok(())
 }
 
@@ -160,7 +247,7 @@ fn image_probe(book: &Path, page: &str, shots: &Path) -> anyhow::Result<String> 
 }
 
 /// Runs Chromium with a fresh profile and a time limit; returns its stdout.
-fn run(chromium: &str, profile: &Path, args: &[&str]) -> anyhow::Result<String> {
+fn run_chromium(chromium: &str, profile: &Path, args: &[&str]) -> anyhow::Result<String> {
     let _ = std::fs::remove_dir_all(profile);
     let out = PathBuf::from(format!("{}.out", profile.display()));
     let mut child = Command::new(chromium)

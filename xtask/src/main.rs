@@ -14,7 +14,9 @@
 //! - `exercises` checks that every exercise's starter fails its tests, each
 //!   saying what is still to do, and that its solution passes them;
 //! - `browser` opens the built book in headless Chromium and checks that a
-//!   quiz, a plot and the diagrams really render.
+//!   quiz, a plot and the diagrams really render;
+//! - `live-page` opens an experiment's `--live` page during a run and checks
+//!   that it draws more as the run goes on.
 
 mod anchors;
 mod browser;
@@ -68,6 +70,17 @@ enum Task {
     Exercises,
     /// Render the built book in headless Chromium; screenshots go to target/browser/
     Browser,
+    /// Run chapter 11's quick experiment with --live and look at its page in
+    /// headless Chromium twice: the second look must draw more than the first
+    LivePage {
+        /// Where the screenshot of the page goes
+        #[arg(
+            long,
+            value_name = "PNG",
+            default_value = "target/browser/ch11-live.png"
+        )]
+        shot: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -80,6 +93,7 @@ fn main() -> ExitCode {
         Task::Answers => answers(&root),
         Task::Exercises => exercises::check(&root),
         Task::Browser => browser::check(&root),
+        Task::LivePage { shot } => browser::live_page(&root, &root.join(shot)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
