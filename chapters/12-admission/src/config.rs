@@ -62,6 +62,10 @@ pub struct RunArgs {
     pub flags: Flags,
     #[command(flatten)]
     pub live: LiveArgs,
+    /// Serve each run's server metrics (`GET /metrics`: Q, Q + R, B, K and
+    /// the gRPC families) on this address while it runs; off by default
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Folder of the development PKI (created if missing)
     #[arg(long, env = "CERTS_DIR", default_value_os_t = program::certs_dir())]
     pub certs_dir: PathBuf,

@@ -28,7 +28,7 @@ async fn experiment(args: &RunArgs) -> anyhow::Result<()> {
     let live = harness::live::start(&args.live, ingest::live::view).await?;
     let steps = Steps {
         run: async |config: &_, folder: &_| {
-            admission::runner::run(config, folder, live.as_ref()).await
+            admission::runner::run(config, folder, args.metrics_addr, live.as_ref()).await
         },
         render: admission::render::render,
     };

@@ -4,6 +4,7 @@
 
 use std::{
     io::IsTerminal,
+    net::SocketAddr,
     path::Path,
     time::{Duration, Instant},
 };
@@ -40,7 +41,14 @@ fn controller_of(policy: PolicyKind) -> ControllerKind {
 
 /// Runs every block, or, in a folder that holds an interrupted experiment,
 /// what is not done yet.
-pub async fn run(config: &Config, folder: &Folder, live: Option<&Live>) -> anyhow::Result<()> {
+/// Neither `metrics` nor `live` changes what is measured: they are not part
+/// of the stored configuration, and a resumed run may use others.
+pub async fn run(
+    config: &Config,
+    folder: &Folder,
+    metrics: Option<SocketAddr>,
+    live: Option<&Live>,
+) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this program's executable")?;
     let pki = certs::Pki::new(&config.certs_dir);
     pki.generate(false)?;
@@ -122,7 +130,9 @@ pub async fn run(config: &Config, folder: &Folder, live: Option<&Live>) -> anyho
                 // Valid only if both processes ended cleanly and the records
                 // say what the contract requires (every call OK, messages served).
                 let result =
-                    match run_once(&exe, config, policy, &run, &pki.ca_cert(), &label).await {
+                    match run_once(&exe, config, policy, &run, &pki.ca_cert(), metrics, &label)
+                        .await
+                    {
                         Ok(()) => load(&run, &attempt, config.workers).map(|(run, _)| run),
                         Err(e) => Err(e),
                     };
@@ -177,6 +187,7 @@ async fn run_once(
     policy: PolicyKind,
     run: &Folder,
     ca: &Path,
+    metrics: Option<SocketAddr>,
     label: &str,
 ) -> anyhow::Result<()> {
     let scale = config.scale;
@@ -193,7 +204,8 @@ async fn run_once(
             sample_every: Duration::from_secs_f64((0.050 * scale).max(0.010)),
             record: run.path().to_path_buf(),
             calls: Some(config.streams as u64),
-            metrics_addr: None,
+            // Each run's server is a fresh process on the same port.
+            metrics_addr: metrics,
         },
         controller: controller_of(policy),
         scale,

@@ -3,9 +3,26 @@
 //! every count adds up. Nothing here asserts a timing.
 
 use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
     path::Path,
     process::{Command, Output},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
 };
+
+/// `GET /metrics` over plain HTTP/1.0, bounded in time.
+fn scrape(addr: SocketAddr) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text)
+}
 
 /// The tenth-scale quick run's flags, `extra`, and the folders to use.
 fn admission(extra: &[&str], out: &Path, certs: &Path) -> Output {
@@ -33,10 +50,43 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ch12");
     let certs = dir.path().join("certs");
-    let output = admission(&[], &out, &certs);
+    // A free port for every run's metrics, one server after another; a
+    // scraper asks it while the runs go on.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let scraper = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let mut gauges = 0;
+            while !done.load(Ordering::Relaxed) {
+                if let Ok(text) = scrape(metrics) {
+                    gauges += usize::from(text.contains("\ningest_budget "));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            gauges
+        }
+    });
+    let metrics_flag = metrics.to_string();
+    let extra = ["--live", "127.0.0.1:0", "--metrics-addr", &metrics_flag];
+    let output = admission(&extra, &out, &certs);
+    done.store(true, Ordering::Relaxed);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("live view: http://127.0.0.1:"),
+        "{stdout}"
+    );
+    // The runs' servers served the gate's gauges on --metrics-addr.
+    assert!(scraper.join().unwrap() > 0, "no scrape found ingest_budget");
+    for entry in std::fs::read_dir(out.join("runs")).unwrap() {
+        let run = entry.unwrap().path();
+        assert!(run.join("timeline.csv").is_file() && run.join("sends-0.csv").is_file());
+    }
     assert!(
         stdout.contains(&format!("results in {}", out.display())),
         "{stdout}"
@@ -164,6 +214,8 @@ fn bad_flags_fail_with_a_message_not_a_panic() {
         &["--scale", "-1"],
         &["--policies", "fixed-8,fixed-8"],
         &["--streams", "0"],
+        &["--live", "--render", "target/experiments/ch12"],
+        &["--metrics-addr", "nowhere"],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_admission"))
             .args(args)
