@@ -238,6 +238,8 @@ fn write_records(ingestor: &Ingestor, config: &ServeConfig) -> anyhow::Result<()
     let messages = recorder.messages();
     let samples = recorder.samples();
     let changes = ingestor.gate().map(|g| g.changes()).unwrap_or_default();
+    // The growing copy began a moment after the sampler did; the whole
+    // timeline, written now, is the one the report reads.
     recorder.finish_timeline()?;
     write_csv(&file(MESSAGES), &messages)?;
     write_csv(&file(TIMELINE), &samples)?;
