@@ -219,16 +219,7 @@ fn admission_wait_is_recorded_when_the_budget_holds_the_handler_back() {
         };
         let (ingestor, channel) = common::start(policy, "40ms@0s").await;
         let slots = Schedule::constant(100.0, Duration::from_millis(500)).slots();
-        let run = ingest(
-            channel,
-            &slots,
-            Timer::Tokio,
-            256,
-            1,
-            &Counters::default(),
-            None,
-        )
-        .await;
+        let run = common::call(channel, &slots, 256).await;
         assert!(run.reply.is_ok(), "{:?}", run.reply);
         let rows = ingestor.recorder().messages();
         assert!(

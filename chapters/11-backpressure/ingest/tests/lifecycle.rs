@@ -8,7 +8,7 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use ingest::service::{Ingestor, Policy};
-use loadgen::{Counters, Outcome, Schedule, Timer, ingest::ingest};
+use loadgen::{Outcome, Schedule};
 use proto::ingest::v1::{Payload, ingest_client::IngestClient};
 use tokio::{sync::mpsc, time::sleep};
 use tokio_stream::wrappers::ReceiverStream;
@@ -85,16 +85,7 @@ fn cancelling_the_stream_releases_every_reservation_and_the_worker_carries_on() 
         // A new call is served as before, and stop() ends the worker cleanly.
         let slots = Schedule::constant(20.0, Duration::from_millis(500)).slots();
         let channel = common::serve(ingestor.clone()).await;
-        let run = ingest(
-            channel,
-            &slots,
-            Timer::Tokio,
-            256,
-            1,
-            &Counters::default(),
-            None,
-        )
-        .await;
+        let run = common::call(channel, &slots, 256).await;
         assert_eq!(run.reply.expect("second call").processed, 10);
         tokio::time::timeout(Duration::from_secs(5), ingestor.stop())
             .await
@@ -118,20 +109,10 @@ fn a_stopped_worker_ends_the_call_with_unavailable() {
                 })
             };
             let slots = Schedule::constant(80.0, Duration::from_secs(5)).slots();
-            let run = tokio::time::timeout(
-                Duration::from_secs(60),
-                ingest(
-                    channel,
-                    &slots,
-                    Timer::Tokio,
-                    1024,
-                    1,
-                    &Counters::default(),
-                    None,
-                ),
-            )
-            .await
-            .expect("the call ends instead of hanging");
+            let run =
+                tokio::time::timeout(Duration::from_secs(60), common::call(channel, &slots, 1024))
+                    .await
+                    .expect("the call ends instead of hanging");
             stopper.await.unwrap();
             let status = run.reply.expect_err("the call cannot succeed");
             assert_eq!(status.code(), Code::Unavailable, "{policy:?}: {status:?}");
@@ -160,16 +141,7 @@ fn an_unbounded_queue_grows_under_overload_and_a_reserved_one_does_not() {
         common::paused_runtime().block_on(async {
             let (ingestor, channel) = common::start(policy, "40ms@0s").await;
             // 16 KiB messages: hyper's 1 MiB stream window holds 64 of them.
-            let run = ingest(
-                channel,
-                &slots,
-                Timer::Tokio,
-                16 * 1024,
-                1,
-                &Counters::default(),
-                None,
-            )
-            .await;
+            let run = common::call(channel, &slots, 16 * 1024).await;
             assert!(run.reply.is_ok(), "{:?}", run.reply);
             let samples = ingestor.recorder().samples();
             ingestor.stop().await;

@@ -20,6 +20,10 @@ use ingest::{
     plan::ServicePlan,
     service::{IngestService, Ingestor, Policy},
 };
+use loadgen::{
+    Counters, Slot, Timer,
+    ingest::{IngestRun, ingest},
+};
 use proto::ingest::v1::ingest_server::IngestServer;
 use tokio::io::DuplexStream;
 use tonic::transport::{Channel, Endpoint, Server, Uri};
@@ -76,4 +80,19 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
         .start_paused(true)
         .build()
         .expect("runtime")
+}
+
+/// One open-loop `Ingest` call of `bytes`-byte messages on Tokio's timer
+/// (which the paused clock drives), nothing written as it goes.
+pub async fn call(channel: Channel, slots: &[Slot], bytes: usize) -> IngestRun {
+    ingest(
+        channel,
+        slots,
+        Timer::Tokio,
+        bytes,
+        1,
+        &Counters::default(),
+        None,
+    )
+    .await
 }
