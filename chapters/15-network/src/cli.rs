@@ -47,13 +47,13 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "127.0.0.1:50051")]
     pub upstream: SocketAddr,
     /// One-way delay towards the server (and back, unless --delay-back)
-    #[arg(long, value_parser = program::duration::parse, default_value = "10ms")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "10ms")]
     pub delay: Duration,
     /// One-way delay from the server back to the client
-    #[arg(long, value_parser = program::duration::parse)]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true)]
     pub delay_back: Option<Duration>,
     /// Each chunk's delay varies by up to this much either way (seeded)
-    #[arg(long, value_parser = program::duration::parse, default_value = "0ms")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "0ms")]
     pub jitter: Duration,
     /// Seed of the jitter
     #[arg(long, default_value_t = 1)]
@@ -103,22 +103,28 @@ async fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
         args.rate,
     );
     println!("type stall, blackhole or forward (Enter); Ctrl-C stops");
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut line = Vec::new();
     loop {
+        line.clear();
         tokio::select! {
-            line = lines.next_line() => match line?.as_deref().map(str::trim) {
+            read = stdin.read_until(b'\n', &mut line) => match read {
                 // stdin closed (say, run in the background): keep forwarding.
-                None => {
+                Ok(0) | Err(_) => {
                     program::shutdown_signal().await;
                     break;
                 }
-                Some("") => {}
-                Some(word) => match word.parse::<Mode>() {
-                    Ok(mode) => {
-                        proxy.set(mode);
-                        println!("{mode:?}: {} connections so far", proxy.accepted());
-                    }
-                    Err(error) => eprintln!("{error}"),
+                // Bytes, not text: a line that is not UTF-8 is a bad command,
+                // not a reason to drop every connection.
+                Ok(_) => match String::from_utf8_lossy(&line).trim() {
+                    "" => {}
+                    word => match word.parse::<Mode>() {
+                        Ok(mode) => {
+                            proxy.set(mode);
+                            println!("{mode:?}: {} connections so far", proxy.accepted());
+                        }
+                        Err(error) => eprintln!("{error}"),
+                    },
                 },
             },
             _ = program::shutdown_signal() => break,

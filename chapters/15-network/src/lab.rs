@@ -241,38 +241,69 @@ fn build(rate: Rate) -> anyhow::Result<()> {
         // talk to themselves (or to a proxy on 127.0.0.1).
         ip(&["-n", ns, "link", "set", "lo", "up"])?;
         ip(&["-n", ns, "link", "set", veth, "up"])?;
-        if let Rate::BitsPerSec(bits) = rate {
-            // tbf refills its bucket once per timer tick, so tc-tbf(8) asks
-            // for a bucket of at least rate/HZ bytes or the link falls short
-            // of its rate: rate/100 covers the slowest kernel clock (HZ=100).
-            // The floor of 32 KiB lets slow links pass full-size packets
-            // (tbf drops a packet larger than its bucket). The price: after
-            // a pause, one bucket (10 ms of the rate) leaves at veth speed,
-            // so the limit shows on transfers longer than that.
-            let burst = (bits / 8 / 100).max(32 * 1024).to_string();
-            // latency caps how long a packet may wait in tbf's queue (tc turns
-            // it into a byte limit): 50 ms is a modest bottleneck buffer,
-            // enough to absorb TCP's bursts, small enough to keep queueing
-            // delay bounded instead of hiding the proxy's delay.
-            tc(&[
-                "-n",
-                ns,
-                "qdisc",
-                "replace",
-                "dev",
-                veth,
-                "root",
-                "tbf",
-                "rate",
-                &rate.to_string(),
-                "burst",
-                &burst,
-                "latency",
-                "50ms",
-            ])?;
-        }
+    }
+    set_rate(rate)
+}
+
+/// Sets the rate of both ends of the lab's link (`off` removes the limit).
+/// Needs root and the lab up.
+pub fn set_rate(rate: Rate) -> anyhow::Result<()> {
+    for side in SIDES {
+        let (ns, veth) = (side.namespace(), side.veth());
+        let Rate::BitsPerSec(bits) = rate else {
+            // No qdisc of ours is not an error: `off` after `off`.
+            let _ = tc(&["-n", ns, "qdisc", "del", "dev", veth, "root"]);
+            continue;
+        };
+        // tbf refills its bucket once per timer tick, so tc-tbf(8) asks
+        // for a bucket of at least rate/HZ bytes or the link falls short
+        // of its rate: rate/100 covers the slowest kernel clock (HZ=100).
+        // The floor of 32 KiB lets slow links pass full-size packets
+        // (tbf drops a packet larger than its bucket). The price: after
+        // a pause, one bucket (10 ms of the rate) leaves at veth speed,
+        // so the limit shows on transfers longer than that.
+        let burst = (bits / 8 / 100).max(32 * 1024).to_string();
+        // latency caps how long a packet may wait in tbf's queue (tc turns
+        // it into a byte limit): 50 ms is a modest bottleneck buffer,
+        // enough to absorb TCP's bursts, small enough to keep queueing
+        // delay bounded instead of hiding the proxy's delay.
+        tc(&[
+            "-n",
+            ns,
+            "qdisc",
+            "replace",
+            "dev",
+            veth,
+            "root",
+            "tbf",
+            "rate",
+            &rate.to_string(),
+            "burst",
+            &burst,
+            "latency",
+            "50ms",
+        ])?;
     }
     Ok(())
+}
+
+/// Moves the calling thread into one end of the lab. Sockets it opens from
+/// then on live in that namespace's network stack, and so do those of every
+/// thread it starts afterwards (a Tokio runtime's workers, say). Needs root
+/// and the lab up.
+pub fn enter(side: Side) -> anyhow::Result<()> {
+    need_root()?;
+    let ns = side.namespace();
+    let file = std::fs::File::open(format!("/run/netns/{ns}")).with_context(|| {
+        format!(
+            "the lab is not up (no namespace {ns}): run `sudo cargo run -p network -- up` first"
+        )
+    })?;
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&file),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .with_context(|| format!("cannot enter the namespace {ns}"))
 }
 
 /// Removes everything the lab made; idempotent. Needs root.

@@ -333,7 +333,15 @@ async fn accept_loop(
     loop {
         tokio::select! {
             next = listener.accept() => {
-                let Ok((client, _)) = next else { continue };
+                let client = match next {
+                    Ok((client, _)) => client,
+                    Err(error) => {
+                        // Out of file descriptors, say: wait rather than spin.
+                        tracing::warn!(%error, "the proxy cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
                 let n = accepted.fetch_add(1, Ordering::Relaxed);
                 // One seed per connection, so a run draws the same delays again.
                 let seed = shared.path.seed.wrapping_add(n);

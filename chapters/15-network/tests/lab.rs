@@ -3,19 +3,14 @@
 //! other. Without root the lab's tests are skipped (and pass).
 
 use std::{
-    fs::File,
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
-    os::fd::AsFd,
     process::Command,
     thread,
     time::Duration,
 };
 
-use network::lab::{
-    self, CLIENT_ADDR, CLIENT_NAMESPACE, InArgs, Rate, SERVER_ADDR, SERVER_NAMESPACE, Side, UpArgs,
-};
-use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+use network::lab::{self, CLIENT_ADDR, InArgs, Rate, SERVER_ADDR, SERVER_NAMESPACE, Side, UpArgs};
 
 #[test]
 fn rates_parse_as_tc_reads_them() {
@@ -133,7 +128,7 @@ fn the_lab_goes_up_carries_tcp_and_comes_down() {
 
     // A TCP connection from one namespace to the other: the link, the
     // addresses and tbf's queue all work.
-    let listener = in_namespace(SERVER_NAMESPACE, || {
+    let listener = in_namespace(Side::Server, || {
         TcpListener::bind((SERVER_ADDR, 0)).unwrap()
     });
     let server = listener.local_addr().unwrap();
@@ -144,7 +139,7 @@ fn the_lab_goes_up_carries_tcp_and_comes_down() {
         stream.write_all(&buf).unwrap();
         peer
     });
-    let mut stream = in_namespace(CLIENT_NAMESPACE, move || {
+    let mut stream = in_namespace(Side::Client, move || {
         TcpStream::connect_timeout(&server, Duration::from_secs(5)).unwrap()
     });
     stream
@@ -156,6 +151,24 @@ fn the_lab_goes_up_carries_tcp_and_comes_down() {
     assert_eq!(&back, b"hello");
     let peer: SocketAddr = echo.join().unwrap();
     assert_eq!(peer.ip(), CLIENT_ADDR, "the connection came over the veth");
+
+    // The experiment in the lab: servers in one end, clients and proxies in
+    // the other; each part sets tbf's rate (the window part 100mbit, then
+    // the head-of-line part --hol-rate).
+    let out = std::env::temp_dir().join(format!("network-lab-run-{}", std::process::id()));
+    let run = Command::new(env!("CARGO_BIN_EXE_network"))
+        .args(["run", "--lab", "--parts", "window,hol", "--rtts", "0ms,2ms"])
+        .args(["--repeats", "1", "--calls", "2", "--stream-bytes", "65536"])
+        .args(["--hol-bytes", "65536", "--hol-rate", "30mbit", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let transfers = std::fs::read_to_string(out.join("window.csv")).unwrap();
+    assert_eq!(transfers.lines().count(), 1 + 2 * 4, "{transfers}");
+    let status = lab::status().unwrap();
+    assert!(status.contains("rate 30Mbit"), "{status}");
+    std::fs::remove_dir_all(&out).unwrap();
 
     // A half-made lab (one namespace left by a crash) is made again.
     lab::down().unwrap();
@@ -198,13 +211,9 @@ fn in_args(side: Side, command: &[&str]) -> InArgs {
 
 /// Runs `make` on a thread moved into the namespace: a socket belongs to the
 /// network stack it was made in, whichever thread uses it afterwards.
-fn in_namespace<T: Send + 'static>(
-    ns: &'static str,
-    make: impl FnOnce() -> T + Send + 'static,
-) -> T {
+fn in_namespace<T: Send + 'static>(side: Side, make: impl FnOnce() -> T + Send + 'static) -> T {
     thread::spawn(move || {
-        let file = File::open(format!("/run/netns/{ns}")).unwrap();
-        move_into_link_name_space(file.as_fd(), Some(LinkNameSpaceType::Network)).unwrap();
+        lab::enter(side).unwrap();
         make()
     })
     .join()

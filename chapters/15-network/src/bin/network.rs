@@ -3,10 +3,24 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use network::cli::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     // Warnings only: the experiment's servers would log every call.
     program::init_tracing_at("warn");
-    program::exit_code(network::cli::run(network::cli::Cli::parse()).await)
+    let cli = Cli::parse();
+    // `run --lab` moves into the client's namespace before the runtime
+    // starts: its worker threads, and so every socket the run opens, follow.
+    if let Command::Run(args) = &cli.command
+        && args.lab
+        && let Err(e) = network::lab::enter(network::lab::Side::Client)
+    {
+        return program::exit_code(Err(e));
+    }
+    let runtime = tokio::runtime::Runtime::new();
+    program::exit_code(
+        runtime
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(network::cli::run(cli))),
+    )
 }

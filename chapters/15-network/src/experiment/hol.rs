@@ -21,7 +21,7 @@ use tokio::{task::JoinSet, time::Instant};
 use tonic::transport::Channel;
 
 use super::{Config, Target, ms, url, window::stream};
-use crate::proxy::{Path, Proxy};
+use crate::proxy::Proxy;
 
 /// How often a small call starts.
 pub const EVERY: Duration = Duration::from_millis(50);
@@ -58,10 +58,7 @@ pub(super) async fn run(config: &Config, target: &Target, folder: &Folder) -> an
     let mut smalls = Vec::new();
     for repeat in 1..=config.repeats {
         for (label, arm) in ARMS {
-            let path = Path {
-                rate: config.hol_rate,
-                ..Path::rtt(config.hol_rtt)
-            };
+            let path = config.path(config.hol_rtt, config.hol_rate);
             let proxy = Target::proxy(target.grpc, path).await?;
             let big = channel(&proxy, target).await?;
             let small = match arm {

@@ -27,10 +27,13 @@ use tonic::{Request, Response, Status};
 use super::{Config, Target, ms, url};
 use crate::proxy::Path;
 
+/// When a call arrived, and the `grpc-timeout` it carried.
+type Arrival = (Instant, Option<std::time::Duration>);
+
 /// A backend that answers at once and notes what each call arrived with.
 #[derive(Clone, Default)]
 struct Probe {
-    seen: Arc<Mutex<Vec<(Instant, Option<std::time::Duration>)>>>,
+    seen: Arc<Mutex<Vec<Arrival>>>,
 }
 
 #[tonic::async_trait]

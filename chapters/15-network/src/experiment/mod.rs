@@ -32,13 +32,15 @@ use std::{
     time::Duration,
 };
 
-use anyhow::bail;
+use std::net::{IpAddr, Ipv4Addr};
+
+use anyhow::{Context, bail};
 use clap::ValueEnum;
 use harness::{Experiment, Folder, Start, experiment::Flags};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    lab::Rate,
+    lab::{self, Rate},
     proxy::{Path as ProxyPath, Proxy},
 };
 
@@ -61,7 +63,7 @@ pub enum Part {
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Round-trip times the proxy adds, comma-separated
-    #[arg(long, value_delimiter = ',', value_parser = program::duration::parse, default_value = "0ms,2ms,20ms,80ms")]
+    #[arg(long, value_delimiter = ',', value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "0ms,2ms,20ms,80ms")]
     pub rtts: Vec<Duration>,
     /// Which parts to run, comma-separated
     #[arg(
@@ -87,7 +89,7 @@ pub struct Args {
     #[arg(long, default_value = "100mbit")]
     pub rate: Rate,
     /// The head-of-line part: its round trip, its rate, the transfer's bytes
-    #[arg(long, value_parser = program::duration::parse, default_value = "20ms")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "20ms")]
     pub hol_rtt: Duration,
     #[arg(long, default_value = "20mbit")]
     pub hol_rate: Rate,
@@ -95,22 +97,27 @@ pub struct Args {
     #[arg(long)]
     pub hol_bytes: Option<u64>,
     /// The deadline the client of the hops part sets
-    #[arg(long, value_parser = program::duration::parse, default_value = "300ms")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "300ms")]
     pub deadline: Duration,
     /// The frontend's margin (chapter 10)
-    #[arg(long, value_parser = program::duration::parse, default_value = "50ms")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "50ms")]
     pub margin: Duration,
     /// The dead-peer part: its round trip, the keepalive ping interval and
     /// how long a ping may go unanswered
-    #[arg(long, value_parser = program::duration::parse, default_value = "20ms")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "20ms")]
     pub dead_rtt: Duration,
-    #[arg(long, value_parser = program::duration::parse, default_value = "1s")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "1s")]
     pub keepalive_interval: Duration,
-    #[arg(long, value_parser = program::duration::parse, default_value = "1s")]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true, default_value = "1s")]
     pub keepalive_timeout: Duration,
     /// How long to wait for a call to a dead peer to fail [default: 20s, quick: 6s]
-    #[arg(long, value_parser = program::duration::parse)]
+    #[arg(long, value_parser = program::duration::parse, allow_hyphen_values = true)]
     pub dead_wait: Option<Duration>,
+    /// Run in the lab (`network up` first; root): servers in wk15-server,
+    /// clients and proxies in wk15-client, across the veth pair; the rate
+    /// limits are tbf's, set by this run for each part (the proxies only delay)
+    #[arg(long)]
+    pub lab: bool,
     #[command(flatten)]
     pub flags: Flags,
     /// Folder for the results (an earlier run there is replaced)
@@ -138,6 +145,7 @@ pub struct Config {
     pub keepalive_interval: Duration,
     pub keepalive_timeout: Duration,
     pub dead_wait: Duration,
+    pub lab: bool,
     pub out: PathBuf,
 }
 
@@ -174,6 +182,7 @@ impl Args {
             dead_wait: self
                 .dead_wait
                 .unwrap_or(Duration::from_secs(if quick { 6 } else { 20 })),
+            lab: self.lab,
             out: self.out.clone(),
         };
         if config.rtts.is_empty() || config.parts.is_empty() {
@@ -212,24 +221,49 @@ pub async fn main(args: Args) -> anyhow::Result<()> {
     harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await
 }
 
-/// The servers every part calls, started in this process.
+impl Config {
+    /// The proxy's path at this round trip: with the link's `rate` on
+    /// loopback; in the lab tbf limits the rate, and the proxy only delays.
+    pub fn path(&self, rtt: Duration, rate: Option<u64>) -> ProxyPath {
+        ProxyPath {
+            rate: if self.lab { None } else { rate },
+            ..ProxyPath::rtt(rtt)
+        }
+    }
+}
+
+/// The servers every part calls: in this process on 127.0.0.1, or (`--lab`)
+/// on a thread of their own inside the server's namespace.
 pub struct Target {
     pub grpc: SocketAddr,
     pub rest: SocketAddr,
     pub ca: PathBuf,
-    _stack: stack::Stack,
+    /// Dropping it stops the stack (and, in the lab, its thread).
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Target {
-    async fn start() -> anyhow::Result<Target> {
+    async fn start(lab: bool) -> anyhow::Result<Target> {
         let ca = program::default_ca();
-        let (stack, servers) =
-            perf::latency::Servers::spawn_stack(&program::certs_dir(), ca.clone()).await?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (grpc, rest) = if lab {
+            let (ready, addrs) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || serve_in_lab(ready, stopped));
+            addrs.await.context("the lab's server thread ended")??
+        } else {
+            let stack = start_stack(IpAddr::V4(Ipv4Addr::LOCALHOST)).await?;
+            let addrs = (stack.grpc_addr, stack.rest_addr);
+            tokio::spawn(async move {
+                let _ = stopped.await;
+                drop(stack);
+            });
+            addrs
+        };
         Ok(Target {
-            grpc: servers.grpc_addr,
-            rest: servers.rest_addr,
+            grpc,
+            rest,
             ca,
-            _stack: stack,
+            _stop: stop,
         })
     }
 
@@ -237,6 +271,47 @@ impl Target {
     pub async fn proxy(upstream: SocketAddr, path: ProxyPath) -> anyhow::Result<Proxy> {
         Proxy::start("127.0.0.1:0".parse()?, upstream, path).await
     }
+}
+
+async fn start_stack(ip: IpAddr) -> anyhow::Result<stack::Stack> {
+    stack::Stack::start(&stack::Args {
+        grpc_addr: SocketAddr::new(ip, 0),
+        rest_addr: SocketAddr::new(ip, 0),
+        tls: certs::TlsArgs::in_dir(program::certs_dir()),
+        mtls: false,
+        ready_file: None,
+        metrics_addr: None,
+    })
+    .await
+}
+
+type Addrs = anyhow::Result<(SocketAddr, SocketAddr)>;
+
+/// The stack on a thread that moved into the server's namespace first, so
+/// its runtime's sockets (and threads) belong there.
+fn serve_in_lab(
+    ready: tokio::sync::oneshot::Sender<Addrs>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let started = lab::enter(lab::Side::Server).and_then(|()| Ok(tokio::runtime::Runtime::new()?));
+    let runtime = match started {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        match start_stack(IpAddr::V4(lab::SERVER_ADDR)).await {
+            Ok(stack) => {
+                let _ = ready.send(Ok((stack.grpc_addr, stack.rest_addr)));
+                let _ = stopped.await;
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+            }
+        }
+    });
 }
 
 /// A URL for a proxy's address that the dev certificate covers.
@@ -249,9 +324,18 @@ pub fn ms(d: Duration) -> f64 {
 }
 
 async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
-    let target = Target::start().await?;
+    let target = Target::start(config.lab).await?;
     for part in &config.parts {
         println!("== {part:?}");
+        if config.lab {
+            // Only the window and head-of-line parts are about the rate.
+            let bits = |rate: Option<u64>| rate.map_or(Rate::Off, |r| Rate::BitsPerSec(r * 8));
+            lab::set_rate(match part {
+                Part::Window => bits(config.rate),
+                Part::Hol => bits(config.hol_rate),
+                _ => Rate::Off,
+            })?;
+        }
         match part {
             Part::Handshake => handshake::run(config, &target, folder).await?,
             Part::Window => window::run(config, &target, folder).await?,

@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use tonic::transport::Endpoint;
 
 use super::{Config, Target, ms, url};
-use crate::proxy::Path;
 
 /// Each message's payload: small enough that a window holds several.
 const PAYLOAD: u32 = 16 * 1024;
@@ -69,10 +68,7 @@ pub(super) async fn run(config: &Config, target: &Target, folder: &Folder) -> an
         for &rtt in &config.rtts {
             // The windows interleave, so drift lands on each alike.
             for (label, window) in WINDOWS {
-                let path = Path {
-                    rate: config.rate,
-                    ..Path::rtt(rtt)
-                };
+                let path = config.path(rtt, config.rate);
                 let proxy = Target::proxy(target.grpc, path).await?;
                 let endpoint = grpc_client::endpoint(&grpc_client::Target {
                     url: url(&proxy),

@@ -1,0 +1,304 @@
+//! The command line: bad input gets a clear error, the proxy takes its
+//! commands on stdin, and a small experiment run writes its results.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    path::PathBuf,
+    process::{Command, Output, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+fn network(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_network"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs `network ARGS`, expects it to fail, and returns what it said.
+fn fails(args: &[&str]) -> String {
+    let output = network(args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "`network {}` succeeded; stderr: {stderr}",
+        args.join(" ")
+    );
+    stderr
+}
+
+fn assert_mentions(stderr: &str, words: &[&str]) {
+    for word in words {
+        assert!(stderr.contains(word), "{word:?} not in: {stderr}");
+    }
+}
+
+/// A results folder of its own, removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("network-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp dir")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_proxy_rejects_bad_flags() {
+    // clap takes `-1` for a flag of its own; the message still names it.
+    assert_mentions(
+        &fails(&["proxy", "--delay", "-1"]),
+        &["--delay", "`-1` is not a duration"],
+    );
+    assert_mentions(
+        &fails(&["proxy", "--delay", "-5ms"]),
+        &["--delay", "`-5ms` is not a duration"],
+    );
+    // Given as a value, it is the duration parser that explains.
+    assert_mentions(
+        &fails(&["proxy", "--delay=-5ms"]),
+        &["--delay", "`-5ms` is not a duration"],
+    );
+    assert_mentions(
+        &fails(&["proxy", "--delay", "10"]),
+        &["`10` is not a duration"],
+    );
+    assert_mentions(
+        &fails(&["proxy", "--rate", "fast"]),
+        &["--rate", "`fast` is not a rate"],
+    );
+    assert_mentions(
+        &fails(&["proxy", "--listen", "nowhere"]),
+        &["--listen", "'nowhere'"],
+    );
+}
+
+#[test]
+fn in_names_the_sides_it_knows() {
+    assert_mentions(
+        &fails(&["in", "nowhere", "--", "true"]),
+        &["invalid value 'nowhere'", "client", "server"],
+    );
+}
+
+#[test]
+fn run_rejects_a_bad_configuration_before_it_starts() {
+    let out = TempDir::new("bad");
+    assert_mentions(
+        &fails(&[
+            "run",
+            "--deadline",
+            "10ms",
+            "--margin",
+            "50ms",
+            "--out",
+            out.arg(),
+        ]),
+        &["--deadline (10ms) must be longer than --margin (50ms)"],
+    );
+    assert!(!out.0.exists(), "a rejected run created its folder");
+
+    let cases: [(&[&str], &str); 5] = [
+        (&["--rtts", ""], "`` is not a duration"),
+        (
+            &["--calls", "0"],
+            "--calls and --repeats must be at least 1",
+        ),
+        (
+            &["--repeats", "0"],
+            "--calls and --repeats must be at least 1",
+        ),
+        (
+            &["--keepalive-interval", "0ms"],
+            "--keepalive-interval and --keepalive-timeout must be longer than 0ms",
+        ),
+        (
+            &["--dead-wait", "1s"],
+            "--dead-wait must be longer than --keepalive-interval plus --keepalive-timeout",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["run", "--out", out.arg()];
+        args.extend_from_slice(flags);
+        assert_mentions(&fails(&args), &[message]);
+        assert!(!out.0.exists(), "a rejected run created its folder");
+    }
+}
+
+#[test]
+fn help_names_the_key_flags() {
+    for (args, flags) in [
+        (&["--help"][..], &["proxy", "run", "up", "down", "in"][..]),
+        (
+            &["run", "--help"],
+            &[
+                "--rtts",
+                "--parts",
+                "--deadline",
+                "--margin",
+                "--keepalive-interval",
+                "--dead-wait",
+                "--quick",
+                "--out",
+            ],
+        ),
+        (
+            &["proxy", "--help"],
+            &["--listen", "--upstream", "--delay", "--jitter", "--rate"],
+        ),
+    ] {
+        let output = network(args);
+        assert!(output.status.success(), "network {args:?} failed");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_mentions(&stdout, flags);
+    }
+}
+
+#[test]
+fn the_proxy_takes_commands_on_stdin() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_network"))
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "127.0.0.1:9",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the proxy starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"stall\nnonsense\nforward\n").unwrap();
+    drop(stdin); // the proxy keeps running without stdin, until a signal
+
+    let stdout = child.stdout.take().unwrap();
+    let (lines, next) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.starts_with("Forward")) {
+        match next.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(line)) => seen.push(line),
+            _ => break,
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+
+    let stdout = seen.join("\n");
+    assert!(stdout.contains("proxy on 127.0.0.1:"), "{stdout}");
+    assert!(stdout.contains("-> 127.0.0.1:9"), "{stdout}");
+    let acks: Vec<&str> = seen
+        .iter()
+        .filter(|l| l.contains("connections so far"))
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(acks, ["Stall", "Forward"], "{stdout}");
+    assert_mentions(&stderr, &["`nonsense` is not a command"]);
+}
+
+fn rows(csv: &std::path::Path) -> usize {
+    let text = std::fs::read_to_string(csv).unwrap();
+    text.lines().filter(|l| !l.is_empty()).count() - 1
+}
+
+#[test]
+fn a_dead_peer_is_noticed_by_keepalive_only() {
+    let out = TempDir::new("dead-peer");
+    let output = network(&[
+        "run",
+        "--quick",
+        "--parts",
+        "dead-peer",
+        "--rtts",
+        "0ms",
+        "--keepalive-interval",
+        "100ms",
+        "--keepalive-timeout",
+        "100ms",
+        "--dead-wait",
+        "2s",
+        "--out",
+        out.arg(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for file in [
+        "dead-peer.csv",
+        "dead-peer-sent.csv",
+        "summary.md",
+        "dead-peer.svg",
+        "config.json",
+    ] {
+        assert!(out.0.join(file).is_file(), "no {file}");
+    }
+    assert_eq!(rows(&out.0.join("dead-peer.csv")), 2);
+    let summary = std::fs::read_to_string(out.0.join("summary.md")).unwrap();
+    let row = |arm: &str| {
+        summary
+            .lines()
+            .find(|l| l.starts_with(&format!("| {arm} |")))
+            .unwrap_or_else(|| panic!("no row for {arm} in {summary}"))
+            .to_string()
+    };
+    let keepalive = row("HTTP/2 keepalive");
+    assert!(!keepalive.contains("not within"), "{keepalive}");
+    assert!(keepalive.contains(" s |"), "{keepalive}");
+    assert!(row("no keepalive").contains("not within"), "{summary}");
+}
+
+#[test]
+fn deadlines_across_hops_record_every_call() {
+    let out = TempDir::new("hops");
+    let output = network(&[
+        "run",
+        "--parts",
+        "hops",
+        "--rtts",
+        "0ms,2ms",
+        "--calls",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        out.arg(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(rows(&out.0.join("hops.csv")), 6);
+    assert!(out.0.join("summary.md").is_file());
+    assert!(out.0.join("config.json").is_file());
+}
