@@ -42,6 +42,7 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("ingest", "ingest", parse::<ingest::Args>),
     ("per-call", "per_call", parse::<per_call::config::Args>),
     ("admission", "admission", parse::<admission::Args>),
+    ("network", "network", parse::<network::cli::Cli>),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];
 

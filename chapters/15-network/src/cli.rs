@@ -89,7 +89,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-// ANCHOR: proxy_cli
 async fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
     let path = args.path();
     let proxy = Proxy::start(args.listen, args.upstream, path).await?;
@@ -132,7 +131,6 @@ async fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-// ANCHOR_END: proxy_cli
 
 impl std::str::FromStr for Mode {
     type Err = String;

@@ -20,6 +20,17 @@ use super::{
 
 pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}\n",
+        if config.lab {
+            "Where: the lab. Servers in wk15-server, clients and delay proxies in \
+             wk15-client, across a veth pair; the rate limit is tbf's (kernel)."
+        } else {
+            "Where: one process on loopback, every path through a delay proxy; \
+             the rate limit is the proxy's (one wire per direction, served in turn)."
+        }
+    );
     for part in &config.parts {
         match part {
             Part::Handshake => handshakes(config, folder, &mut out)?,
@@ -92,6 +103,13 @@ fn handshakes(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Res
             .collect::<Vec<_>>()
             .join("; ")
     );
+    // What pure waiting would cost: k round trips and nothing else.
+    let trips = |k: f64| {
+        Series::line(
+            format!("{k} round trips"),
+            rtts.iter().map(|&r| (r, k * r)).collect(),
+        )
+    };
     let series = |grpc: bool| {
         handshake::ARMS
             .iter()
@@ -104,6 +122,7 @@ fn handshakes(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Res
                         .collect(),
                 )
             })
+            .chain([trips(1.0), trips(3.0)])
             .collect()
     };
     panels(
@@ -167,6 +186,21 @@ fn windows(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Result
         series.push(Series::line(
             "the link's rate",
             rtts.iter().map(|&r| (r, rate)).collect(),
+        ));
+        // One 64 KiB window per round trip, or the link, whichever is less.
+        let bound = |r: f64| {
+            if r > 0.0 {
+                (65_535.0 * 8.0 / (r / 1e3) / 1e6).min(rate)
+            } else {
+                rate
+            }
+        };
+        // A curve (1 / RTT), so drawn at every millisecond, not only where
+        // the run measured.
+        let longest = rtts.iter().copied().fold(0.0, f64::max) as u32;
+        series.push(Series::line(
+            "bound: 64 KiB per round trip",
+            (0..=longest).map(|r| (r as f64, bound(r as f64))).collect(),
         ));
     }
     panels(
@@ -301,34 +335,38 @@ fn dead_peer(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Resu
             of(false),
             outcome.error
         );
-        let points = |towards_server: bool| {
-            sent.iter()
-                .filter(|s| s.arm == outcome.arm && s.towards_server == towards_server)
-                .map(|s| (s.t_s, s.bytes as f64))
-                .collect()
-        };
-        series.push(Series::dots(
-            format!("{}: client's bytes", outcome.arm),
-            points(true),
-        ));
-        series.push(Series::dots(
-            format!("{}: server's bytes", outcome.arm),
-            points(false),
+        // A step for each chunk the client sent into the hole, until the
+        // call failed or the run stopped waiting.
+        let end = outcome.failed_after_s.unwrap_or(outcome.waited_s);
+        let mut total = 0.0;
+        let mut steps = vec![(0.0, 0.0)];
+        for chunk in sent
+            .iter()
+            .filter(|s| s.arm == outcome.arm && s.towards_server)
+        {
+            steps.push((chunk.t_s, total));
+            total += chunk.bytes as f64;
+            steps.push((chunk.t_s, total));
+        }
+        steps.push((end, total));
+        series.push(Series::line(
+            format!("{}: bytes the client sent", outcome.arm),
+            steps,
         ));
         if let Some(t) = outcome.failed_after_s {
             series.push(Series::line(
                 format!("{}: the call fails", outcome.arm),
-                vec![(t, 0.0), (t, 100.0)],
+                vec![(t, 0.0), (t, total)],
             ));
         }
     }
     let _ = writeln!(out);
     panels(
         &folder.join("dead-peer.svg"),
-        "What crosses the blackhole, and when the call learns of it",
+        "What the client sent into the blackhole, and when the call failed",
         "seconds since the server went dark",
         &[Panel {
-            y_label: "bytes per chunk".into(),
+            y_label: "bytes sent into the hole (total)".into(),
             series,
         }],
     )
