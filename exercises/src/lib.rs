@@ -65,6 +65,12 @@ pub mod ch13;
 #[path = "../solutions/ch13.rs"]
 pub mod ch13;
 
+#[cfg(not(feature = "solutions"))]
+pub mod ch15;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch15.rs"]
+pub mod ch15;
+
 /// What an exercise uses but does not ask the reader to change, written once
 /// for its starter and its solution.
 pub mod given {

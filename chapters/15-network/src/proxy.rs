@@ -167,6 +167,21 @@ impl Direction {
         };
         arrived.max(self.opens_at) + delay
     }
+
+    /// Notes a chunk of `bytes` arriving now, if this direction keeps a log.
+    fn note(&self, bytes: usize) {
+        let Some((log, towards_server)) = &self.seen else {
+            return;
+        };
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() < SEEN_LIMIT && bytes > 0 {
+            log.push(Seen {
+                at: Instant::now(),
+                towards_server: *towards_server,
+                bytes,
+            });
+        }
+    }
 }
 
 /// A chunk on its way: `None` is the sender's end of stream (FIN).
@@ -191,16 +206,7 @@ pub async fn carry(
         loop {
             let mut buf = vec![0; CHUNK_BYTES];
             let n = from.read(&mut buf).await?;
-            if let Some((log, towards_server)) = &direction.seen {
-                let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-                if log.len() < SEEN_LIMIT && n > 0 {
-                    log.push(Seen {
-                        at: Instant::now(),
-                        towards_server: *towards_server,
-                        bytes: n,
-                    });
-                }
-            }
+            direction.note(n);
             // Jitter may delay a chunk, never let it overtake the one before.
             let due = direction.due(Instant::now()).max(last_due);
             last_due = due;

@@ -48,11 +48,18 @@ impl TempDir {
     fn arg(&self) -> &str {
         self.0.to_str().expect("a UTF-8 temp dir")
     }
+
+    /// A PKI of this test's own, beside the results: tests that run at once
+    /// would otherwise race to create the workspace's `certs/` on a fresh clone.
+    fn certs(&self) -> String {
+        format!("{}-certs", self.arg())
+    }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(self.certs());
     }
 }
 
@@ -245,6 +252,8 @@ fn a_dead_peer_is_noticed_by_keepalive_only() {
         "100ms",
         "--dead-wait",
         "2s",
+        "--certs-dir",
+        &out.certs(),
         "--out",
         out.arg(),
     ]);
@@ -290,6 +299,8 @@ fn deadlines_across_hops_record_every_call() {
         "3",
         "--warmup",
         "1",
+        "--certs-dir",
+        &out.certs(),
         "--out",
         out.arg(),
     ]);

@@ -159,7 +159,15 @@ fn the_lab_goes_up_carries_tcp_and_comes_down() {
     let run = Command::new(env!("CARGO_BIN_EXE_network"))
         .args(["run", "--lab", "--parts", "window,hol", "--rtts", "0ms,2ms"])
         .args(["--repeats", "1", "--calls", "2", "--stream-bytes", "65536"])
-        .args(["--hol-bytes", "65536", "--hol-rate", "30mbit", "--out"])
+        .args([
+            "--hol-bytes",
+            "65536",
+            "--hol-rate",
+            "30mbit",
+            "--certs-dir",
+        ])
+        .arg(out.with_extension("certs"))
+        .arg("--out")
         .arg(&out)
         .output()
         .unwrap();
@@ -169,6 +177,7 @@ fn the_lab_goes_up_carries_tcp_and_comes_down() {
     let status = lab::status().unwrap();
     assert!(status.contains("rate 30Mbit"), "{status}");
     std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(out.with_extension("certs")).unwrap();
 
     // A half-made lab (one namespace left by a crash) is made again.
     lab::down().unwrap();

@@ -3,7 +3,7 @@
 //! its delay" is exact; the real `Proxy` is tested over loopback TCP with
 //! behaviour assertions only.
 
-use std::time::Duration;
+use std::{net::SocketAddr, time::Duration};
 
 use network::proxy::{Direction, Mode, Path, Proxy, SeenLog, Wire, carry};
 use rand::{SeedableRng, rngs::StdRng};
@@ -277,7 +277,7 @@ fn a_path_splits_its_round_trip() {
 }
 
 /// Echoes every connection on a free loopback port.
-async fn echo_server() -> std::net::SocketAddr {
+async fn echo_server() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -303,16 +303,21 @@ async fn echo(client: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
     got
 }
 
-#[tokio::test]
-async fn the_proxy_carries_tcp_and_can_blackhole_it() {
-    let upstream = echo_server().await;
-    let proxy = Proxy::start(
+/// A proxy on a free loopback port, with no delay, in front of `upstream`.
+async fn proxy_to(upstream: SocketAddr) -> Proxy {
+    Proxy::start(
         "127.0.0.1:0".parse().unwrap(),
         upstream,
         Path::rtt(Duration::ZERO),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_proxy_carries_tcp_and_can_blackhole_it() {
+    let upstream = echo_server().await;
+    let proxy = proxy_to(upstream).await;
     let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
     assert_eq!(echo(&mut client, b"ping").await, b"ping");
     assert_eq!(proxy.accepted(), 1);
@@ -338,13 +343,7 @@ async fn an_unreachable_upstream_closes_the_client() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         listener.local_addr().unwrap()
     };
-    let proxy = Proxy::start(
-        "127.0.0.1:0".parse().unwrap(),
-        refused,
-        Path::rtt(Duration::ZERO),
-    )
-    .await
-    .unwrap();
+    let proxy = proxy_to(refused).await;
     let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
     let mut buf = [0; 16];
     let read = timeout(PATIENCE, client.read(&mut buf))
@@ -356,13 +355,7 @@ async fn an_unreachable_upstream_closes_the_client() {
 #[tokio::test]
 async fn dropping_the_proxy_closes_its_connections() {
     let upstream = echo_server().await;
-    let proxy = Proxy::start(
-        "127.0.0.1:0".parse().unwrap(),
-        upstream,
-        Path::rtt(Duration::ZERO),
-    )
-    .await
-    .unwrap();
+    let proxy = proxy_to(upstream).await;
     let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
     assert_eq!(echo(&mut client, b"ping").await, b"ping");
     drop(proxy);

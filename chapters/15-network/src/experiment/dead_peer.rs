@@ -61,6 +61,10 @@ pub(super) async fn run(config: &Config, target: &Target, folder: &Folder) -> an
         client.say_hello(hello()).await?; // the connection works
 
         proxy.set(Mode::Blackhole);
+        println!(
+            "  {arm}: the server went dark; waiting up to {} s for the call to fail",
+            config.dead_wait.as_secs_f64()
+        );
         let start = Instant::now();
         // No deadline: the point is what notices when none is set.
         let call = tokio::time::timeout(config.dead_wait, client.say_hello(hello())).await;

@@ -70,12 +70,8 @@ pub struct Hop {
     pub overshoot_ms: f64,
 }
 
-async fn listener() -> anyhow::Result<(TlsListener, SocketAddr)> {
-    let tls = certs::server_config(
-        &certs::TlsArgs::in_dir(program::certs_dir()),
-        false,
-        &[b"h2"],
-    )?;
+async fn listener(certs_dir: &std::path::Path) -> anyhow::Result<(TlsListener, SocketAddr)> {
+    let tls = certs::server_config(&certs::TlsArgs::in_dir(certs_dir), false, &[b"h2"])?;
     let listener = TlsListener::bind("127.0.0.1:0".parse()?, tls).await?;
     let addr = listener.local_addr()?;
     Ok((listener, addr))
@@ -85,7 +81,7 @@ pub(super) async fn run(config: &Config, target: &Target, folder: &Folder) -> an
     let mut hops = Vec::new();
     for &rtt in &config.rtts {
         let probe = Probe::default();
-        let (backend_listener, backend_addr) = listener().await?;
+        let (backend_listener, backend_addr) = listener(&config.certs_dir).await?;
         let backend = tokio::spawn(serve(
             backend_listener,
             probe.clone(),
@@ -104,7 +100,7 @@ pub(super) async fn run(config: &Config, target: &Target, folder: &Folder) -> an
             endpoint(super::url(&to_backend))?.connect_lazy(),
             config.margin,
         );
-        let (frontend_listener, frontend_addr) = listener().await?;
+        let (frontend_listener, frontend_addr) = listener(&config.certs_dir).await?;
         let frontend = tokio::spawn(serve(
             frontend_listener,
             frontend,

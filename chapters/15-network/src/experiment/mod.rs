@@ -118,6 +118,9 @@ pub struct Args {
     /// limits are tbf's, set by this run for each part (the proxies only delay)
     #[arg(long)]
     pub lab: bool,
+    /// The development PKI the servers use (made there if missing)
+    #[arg(long, env = "CERTS_DIR", value_name = "DIR")]
+    pub certs_dir: Option<PathBuf>,
     #[command(flatten)]
     pub flags: Flags,
     /// Folder for the results (an earlier run there is replaced)
@@ -146,6 +149,7 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     pub dead_wait: Duration,
     pub lab: bool,
+    pub certs_dir: PathBuf,
     pub out: PathBuf,
 }
 
@@ -183,6 +187,7 @@ impl Args {
                 .dead_wait
                 .unwrap_or(Duration::from_secs(if quick { 6 } else { 20 })),
             lab: self.lab,
+            certs_dir: self.certs_dir.clone().unwrap_or_else(program::certs_dir),
             out: self.out.clone(),
         };
         if config.rtts.is_empty() || config.parts.is_empty() {
@@ -238,32 +243,41 @@ pub struct Target {
     pub grpc: SocketAddr,
     pub rest: SocketAddr,
     pub ca: PathBuf,
-    /// Dropping it stops the stack (and, in the lab, its thread).
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _serving: Serving,
+}
+
+/// What keeps the servers up; dropping it stops them.
+enum Serving {
+    Here {
+        _stack: stack::Stack,
+    },
+    /// The lab's thread serves until this is dropped.
+    InLab {
+        _stop: tokio::sync::oneshot::Sender<()>,
+    },
 }
 
 impl Target {
-    async fn start(lab: bool) -> anyhow::Result<Target> {
-        let ca = program::default_ca();
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let (grpc, rest) = if lab {
+    async fn start(lab: bool, certs_dir: &Path) -> anyhow::Result<Target> {
+        let ((grpc, rest), serving) = if lab {
             let (ready, addrs) = tokio::sync::oneshot::channel();
-            std::thread::spawn(move || serve_in_lab(ready, stopped));
-            addrs.await.context("the lab's server thread ended")??
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let dir = certs_dir.to_path_buf();
+            std::thread::spawn(move || serve_in_lab(ready, stopped, dir));
+            let addrs = addrs.await.context("the lab's server thread ended")??;
+            (addrs, Serving::InLab { _stop: stop })
         } else {
-            let stack = start_stack(IpAddr::V4(Ipv4Addr::LOCALHOST)).await?;
-            let addrs = (stack.grpc_addr, stack.rest_addr);
-            tokio::spawn(async move {
-                let _ = stopped.await;
-                drop(stack);
-            });
-            addrs
+            let stack = start_stack(IpAddr::V4(Ipv4Addr::LOCALHOST), certs_dir).await?;
+            (
+                (stack.grpc_addr, stack.rest_addr),
+                Serving::Here { _stack: stack },
+            )
         };
         Ok(Target {
             grpc,
             rest,
-            ca,
-            _stop: stop,
+            ca: certs_dir.join("ca.pem"),
+            _serving: serving,
         })
     }
 
@@ -273,11 +287,11 @@ impl Target {
     }
 }
 
-async fn start_stack(ip: IpAddr) -> anyhow::Result<stack::Stack> {
+async fn start_stack(ip: IpAddr, certs_dir: &Path) -> anyhow::Result<stack::Stack> {
     stack::Stack::start(&stack::Args {
         grpc_addr: SocketAddr::new(ip, 0),
         rest_addr: SocketAddr::new(ip, 0),
-        tls: certs::TlsArgs::in_dir(program::certs_dir()),
+        tls: certs::TlsArgs::in_dir(certs_dir),
         mtls: false,
         ready_file: None,
         metrics_addr: None,
@@ -292,6 +306,7 @@ type Addrs = anyhow::Result<(SocketAddr, SocketAddr)>;
 fn serve_in_lab(
     ready: tokio::sync::oneshot::Sender<Addrs>,
     stopped: tokio::sync::oneshot::Receiver<()>,
+    certs_dir: PathBuf,
 ) {
     let started = lab::enter(lab::Side::Server).and_then(|()| Ok(tokio::runtime::Runtime::new()?));
     let runtime = match started {
@@ -302,7 +317,7 @@ fn serve_in_lab(
         }
     };
     runtime.block_on(async move {
-        match start_stack(IpAddr::V4(lab::SERVER_ADDR)).await {
+        match start_stack(IpAddr::V4(lab::SERVER_ADDR), &certs_dir).await {
             Ok(stack) => {
                 let _ = ready.send(Ok((stack.grpc_addr, stack.rest_addr)));
                 let _ = stopped.await;
@@ -324,7 +339,7 @@ pub fn ms(d: Duration) -> f64 {
 }
 
 async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
-    let target = Target::start(config.lab).await?;
+    let target = Target::start(config.lab, &config.certs_dir).await?;
     for part in &config.parts {
         println!("== {part:?}");
         if config.lab {
