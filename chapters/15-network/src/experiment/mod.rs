@@ -149,6 +149,8 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     pub dead_wait: Duration,
     pub lab: bool,
+    /// Not stored by runs before it existed: those used the workspace's.
+    #[serde(default = "program::certs_dir")]
     pub certs_dir: PathBuf,
     pub out: PathBuf,
 }
