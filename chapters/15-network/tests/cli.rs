@@ -231,6 +231,21 @@ fn the_proxy_takes_commands_on_stdin() {
     assert_mentions(&stderr, &["`nonsense` is not a command"]);
 }
 
+/// Runs the experiment with `args`, its results in `out` and a PKI of its
+/// own, and expects it to succeed.
+fn run_ok(out: &TempDir, args: &[&str]) {
+    let certs = out.certs();
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend(["--certs-dir", &certs, "--out", out.arg()]);
+    let output = network(&all);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 fn rows(csv: &std::path::Path) -> usize {
     let text = std::fs::read_to_string(csv).unwrap();
     text.lines().filter(|l| !l.is_empty()).count() - 1
@@ -239,28 +254,21 @@ fn rows(csv: &std::path::Path) -> usize {
 #[test]
 fn a_dead_peer_is_noticed_by_keepalive_only() {
     let out = TempDir::new("dead-peer");
-    let output = network(&[
-        "run",
-        "--quick",
-        "--parts",
-        "dead-peer",
-        "--rtts",
-        "0ms",
-        "--keepalive-interval",
-        "100ms",
-        "--keepalive-timeout",
-        "100ms",
-        "--dead-wait",
-        "2s",
-        "--certs-dir",
-        &out.certs(),
-        "--out",
-        out.arg(),
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        &out,
+        &[
+            "--quick",
+            "--parts",
+            "dead-peer",
+            "--rtts",
+            "0ms",
+            "--keepalive-interval",
+            "100ms",
+            "--keepalive-timeout",
+            "100ms",
+            "--dead-wait",
+            "2s",
+        ],
     );
     for file in [
         "dead-peer.csv",
@@ -289,25 +297,11 @@ fn a_dead_peer_is_noticed_by_keepalive_only() {
 #[test]
 fn deadlines_across_hops_record_every_call() {
     let out = TempDir::new("hops");
-    let output = network(&[
-        "run",
-        "--parts",
-        "hops",
-        "--rtts",
-        "0ms,2ms",
-        "--calls",
-        "3",
-        "--warmup",
-        "1",
-        "--certs-dir",
-        &out.certs(),
-        "--out",
-        out.arg(),
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        &out,
+        &[
+            "--parts", "hops", "--rtts", "0ms,2ms", "--calls", "3", "--warmup", "1",
+        ],
     );
     assert_eq!(rows(&out.0.join("hops.csv")), 6);
     assert!(out.0.join("summary.md").is_file());
