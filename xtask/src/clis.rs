@@ -43,6 +43,7 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("per-call", "per_call", parse::<per_call::config::Args>),
     ("admission", "admission", parse::<admission::Args>),
     ("network", "network", parse::<network::cli::Cli>),
+    ("fleet", "fleet", parse::<fleet::cli::Cli>),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];
 

@@ -186,7 +186,7 @@ pub struct Server {
     pub package: &'static str,
 }
 
-pub const SERVERS: [Server; 6] = [
+pub const SERVERS: [Server; 7] = [
     Server {
         program: "workshop",
         package: "workshop",
@@ -210,6 +210,11 @@ pub const SERVERS: [Server; 6] = [
     Server {
         program: "ingest",
         package: "ingest",
+    },
+    // `fleet replica` (chapter 16); its first argument names the subcommand.
+    Server {
+        program: "fleet",
+        package: "fleet",
     },
 ];
 

@@ -1,0 +1,175 @@
+//! The command line: a bad flag is refused before anything starts, with a
+//! message that names the flag or the rule it broke, and a small run of one
+//! part writes its report. A run that would measure nothing, or measure the
+//! wrong thing, must not cost the reader its minutes first.
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output, Stdio},
+};
+
+fn fleet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fleet"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs `fleet ARGS`, expects it to fail, and returns what it said.
+fn fails(args: &[&str]) -> String {
+    let output = fleet(args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "`fleet {}` succeeded; stderr: {stderr}",
+        args.join(" ")
+    );
+    stderr
+}
+
+fn assert_mentions(stderr: &str, words: &[&str]) {
+    for word in words {
+        assert!(stderr.contains(word), "{word:?} not in: {stderr}");
+    }
+}
+
+/// A results folder of its own, removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("fleet-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp dir")
+    }
+
+    /// A PKI of this test's own, beside the results: tests that run at once
+    /// would otherwise race to create the workspace's `certs/` on a fresh clone.
+    fn certs(&self) -> String {
+        format!("{}-certs", self.arg())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(self.certs());
+    }
+}
+
+#[test]
+fn run_rejects_every_bad_flag_before_it_starts() {
+    let out = TempDir::new("bad");
+    let certs = out.certs();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--rate", "0"], &["--rate must be between 1 and 5000"]),
+        (&["--rate", "abc"], &["--rate", "'abc'"]),
+        (
+            &["--hosts", "127.0.0.2"],
+            &["--hosts takes exactly three loopback addresses"],
+        ),
+        (
+            &["--hosts", "10.0.0.1,10.0.0.2,10.0.0.3"],
+            &["--hosts takes exactly three loopback addresses"],
+        ),
+        (
+            &["--warmup", "10s", "--duration", "5s"],
+            &["--warmup (10s) must be shorter than --duration (5s)"],
+        ),
+        // With the default warmup (2s), a 2s duration breaks the warmup rule
+        // first; a 1s warmup reaches the rule about the duration itself.
+        (
+            &["--warmup", "1s", "--duration", "2s"],
+            &["--duration must be at least 3s"],
+        ),
+        (
+            &["--repeats", "0"],
+            &["--repeats and --clients must be at least 1"],
+        ),
+        (
+            &["--clients", "0"],
+            &["--repeats and --clients must be at least 1"],
+        ),
+        (
+            &["--hedge-percentile", "1.5"],
+            &["--hedge-percentile must be between 0 and 1"],
+        ),
+        (
+            &["--deadline", "0ms"],
+            &["--deadline, --max-age and --age-grace must be longer than 0ms"],
+        ),
+        (
+            &["--max-age", "0ms"],
+            &["--deadline, --max-age and --age-grace must be longer than 0ms"],
+        ),
+        (
+            &["--parts", "bogus"],
+            &["--parts", "'bogus'", "restart, age, slow, tail"],
+        ),
+        (&["--grace", "-1s"], &["--grace", "`-1s` is not a duration"]),
+        (
+            &["--work-ms", "70000"],
+            &["--work-ms must be at most 60000"],
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["run", "--out", out.arg(), "--certs-dir", &certs];
+        args.extend_from_slice(flags);
+        assert_mentions(&fails(&args), message);
+        // Refused before anything was made: no results, no PKI.
+        assert!(!out.0.exists(), "`{}` created its folder", flags.join(" "));
+        assert!(
+            !PathBuf::from(&certs).exists(),
+            "`{}` made a PKI",
+            flags.join(" ")
+        );
+    }
+}
+
+#[test]
+fn a_replica_is_either_slower_or_has_a_tail() {
+    assert_mentions(
+        &fails(&["replica", "--tail", "--slower-by", "5ms"]),
+        &["--tail", "--slower-by", "cannot be used with"],
+    );
+}
+
+#[test]
+fn a_quick_run_of_the_slow_part_writes_its_report() {
+    let out = TempDir::new("slow");
+    let certs = out.certs();
+    let output = fleet(&[
+        "run",
+        "--quick",
+        "--parts",
+        "slow",
+        "--duration",
+        "3s",
+        "--warmup",
+        "1s",
+        "--rate",
+        "50",
+        "--out",
+        out.arg(),
+        "--certs-dir",
+        &certs,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(out.0.join("slow-calls.csv").is_file(), "no slow-calls.csv");
+    let summary = std::fs::read_to_string(out.0.join("summary.md")).expect("a summary.md");
+    for arm in ["round_robin", "tonic", "p2c_peak_ewma"] {
+        assert!(
+            summary.contains(&format!("| {arm} |")),
+            "no row for {arm} in {summary}"
+        );
+    }
+}
