@@ -11,8 +11,9 @@
 //! Everything here panics instead of returning errors: a failed setup step is
 //! a failed test, and the panic message says which step it was. [`raw`] holds
 //! the clients of the hostile-client tests, [`scrape`] a strict reader of
-//! `/metrics`.
+//! `/metrics`, [`cli`] what the tests of a program's command line share.
 
+pub mod cli;
 pub mod raw;
 pub mod scrape;
 

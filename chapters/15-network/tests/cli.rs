@@ -3,64 +3,20 @@
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
-    path::PathBuf,
     process::{Command, Output, Stdio},
     sync::mpsc,
     time::Duration,
 };
 
+use grpc_server::testing::cli::{self, OutDir, assert_mentions};
+
 fn network(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_network"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("the binary runs")
+    cli::run(env!("CARGO_BIN_EXE_network"), args)
 }
 
 /// Runs `network ARGS`, expects it to fail, and returns what it said.
 fn fails(args: &[&str]) -> String {
-    let output = network(args);
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        !output.status.success(),
-        "`network {}` succeeded; stderr: {stderr}",
-        args.join(" ")
-    );
-    stderr
-}
-
-fn assert_mentions(stderr: &str, words: &[&str]) {
-    for word in words {
-        assert!(stderr.contains(word), "{word:?} not in: {stderr}");
-    }
-}
-
-/// A results folder of its own, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("network-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-
-    fn arg(&self) -> &str {
-        self.0.to_str().expect("a UTF-8 temp dir")
-    }
-
-    /// A PKI of this test's own, beside the results: tests that run at once
-    /// would otherwise race to create the workspace's `certs/` on a fresh clone.
-    fn certs(&self) -> String {
-        format!("{}-certs", self.arg())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        let _ = std::fs::remove_dir_all(self.certs());
-    }
+    cli::fails(env!("CARGO_BIN_EXE_network"), args)
 }
 
 #[test]
@@ -103,7 +59,7 @@ fn in_names_the_sides_it_knows() {
 
 #[test]
 fn run_rejects_a_bad_configuration_before_it_starts() {
-    let out = TempDir::new("bad");
+    let out = OutDir::new("network", "bad");
     assert_mentions(
         &fails(&[
             "run",
@@ -116,7 +72,7 @@ fn run_rejects_a_bad_configuration_before_it_starts() {
         ]),
         &["--deadline (10ms) must be longer than --margin (50ms)"],
     );
-    assert!(!out.0.exists(), "a rejected run created its folder");
+    assert!(!out.exists(), "a rejected run created its folder");
 
     let cases: [(&[&str], &str); 5] = [
         (&["--rtts", ""], "`` is not a duration"),
@@ -141,7 +97,7 @@ fn run_rejects_a_bad_configuration_before_it_starts() {
         let mut args = vec!["run", "--out", out.arg()];
         args.extend_from_slice(flags);
         assert_mentions(&fails(&args), &[message]);
-        assert!(!out.0.exists(), "a rejected run created its folder");
+        assert!(!out.exists(), "a rejected run created its folder");
     }
 }
 
@@ -233,7 +189,7 @@ fn the_proxy_takes_commands_on_stdin() {
 
 /// Runs the experiment with `args`, its results in `out` and a PKI of its
 /// own, and expects it to succeed.
-fn run_ok(out: &TempDir, args: &[&str]) {
+fn run_ok(out: &OutDir, args: &[&str]) {
     let certs = out.certs();
     let mut all = vec!["run"];
     all.extend_from_slice(args);
@@ -253,7 +209,7 @@ fn rows(csv: &std::path::Path) -> usize {
 
 #[test]
 fn a_dead_peer_is_noticed_by_keepalive_only() {
-    let out = TempDir::new("dead-peer");
+    let out = OutDir::new("network", "dead-peer");
     run_ok(
         &out,
         &[
@@ -277,10 +233,10 @@ fn a_dead_peer_is_noticed_by_keepalive_only() {
         "dead-peer.svg",
         "config.json",
     ] {
-        assert!(out.0.join(file).is_file(), "no {file}");
+        assert!(out.join(file).is_file(), "no {file}");
     }
-    assert_eq!(rows(&out.0.join("dead-peer.csv")), 2);
-    let summary = std::fs::read_to_string(out.0.join("summary.md")).unwrap();
+    assert_eq!(rows(&out.join("dead-peer.csv")), 2);
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
     let row = |arm: &str| {
         summary
             .lines()
@@ -296,14 +252,14 @@ fn a_dead_peer_is_noticed_by_keepalive_only() {
 
 #[test]
 fn deadlines_across_hops_record_every_call() {
-    let out = TempDir::new("hops");
+    let out = OutDir::new("network", "hops");
     run_ok(
         &out,
         &[
             "--parts", "hops", "--rtts", "0ms,2ms", "--calls", "3", "--warmup", "1",
         ],
     );
-    assert_eq!(rows(&out.0.join("hops.csv")), 6);
-    assert!(out.0.join("summary.md").is_file());
-    assert!(out.0.join("config.json").is_file());
+    assert_eq!(rows(&out.join("hops.csv")), 6);
+    assert!(out.join("summary.md").is_file());
+    assert!(out.join("config.json").is_file());
 }

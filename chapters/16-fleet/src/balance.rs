@@ -54,8 +54,8 @@ pub enum Strategy {
     P2c,
 }
 
-/// The peak-EWMA settings: a new replica's assumed round trip, and how fast
-/// old observations fade. Linkerd's defaults are of this order.
+/// The peak-EWMA settings: the round trip a replica is assumed to have
+/// until it has answered, and how fast old observations fade.
 pub const DEFAULT_RTT: Duration = Duration::from_millis(5);
 pub const DECAY: Duration = Duration::from_secs(1);
 

@@ -3,68 +3,22 @@
 //! part writes its report. A run that would measure nothing, or measure the
 //! wrong thing, must not cost the reader its minutes first.
 
-use std::{
-    path::PathBuf,
-    process::{Command, Output, Stdio},
-};
+use std::{path::PathBuf, process::Output};
+
+use grpc_server::testing::cli::{self, OutDir, assert_mentions};
 
 fn fleet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fleet"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("the binary runs")
+    cli::run(env!("CARGO_BIN_EXE_fleet"), args)
 }
 
 /// Runs `fleet ARGS`, expects it to fail, and returns what it said.
 fn fails(args: &[&str]) -> String {
-    let output = fleet(args);
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        !output.status.success(),
-        "`fleet {}` succeeded; stderr: {stderr}",
-        args.join(" ")
-    );
-    stderr
-}
-
-fn assert_mentions(stderr: &str, words: &[&str]) {
-    for word in words {
-        assert!(stderr.contains(word), "{word:?} not in: {stderr}");
-    }
-}
-
-/// A results folder of its own, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("fleet-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-
-    fn arg(&self) -> &str {
-        self.0.to_str().expect("a UTF-8 temp dir")
-    }
-
-    /// A PKI of this test's own, beside the results: tests that run at once
-    /// would otherwise race to create the workspace's `certs/` on a fresh clone.
-    fn certs(&self) -> String {
-        format!("{}-certs", self.arg())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        let _ = std::fs::remove_dir_all(self.certs());
-    }
+    cli::fails(env!("CARGO_BIN_EXE_fleet"), args)
 }
 
 #[test]
 fn run_rejects_every_bad_flag_before_it_starts() {
-    let out = TempDir::new("bad");
+    let out = OutDir::new("fleet", "bad");
     let certs = out.certs();
     let cases: &[(&[&str], &[&str])] = &[
         (&["--rate", "0"], &["--rate must be between 1 and 5000"]),
@@ -122,7 +76,7 @@ fn run_rejects_every_bad_flag_before_it_starts() {
         args.extend_from_slice(flags);
         assert_mentions(&fails(&args), message);
         // Refused before anything was made: no results, no PKI.
-        assert!(!out.0.exists(), "`{}` created its folder", flags.join(" "));
+        assert!(!out.exists(), "`{}` created its folder", flags.join(" "));
         assert!(
             !PathBuf::from(&certs).exists(),
             "`{}` made a PKI",
@@ -141,7 +95,7 @@ fn a_replica_is_either_slower_or_has_a_tail() {
 
 #[test]
 fn a_quick_run_of_the_slow_part_writes_its_report() {
-    let out = TempDir::new("slow");
+    let out = OutDir::new("fleet", "slow");
     let certs = out.certs();
     let output = fleet(&[
         "run",
@@ -164,8 +118,8 @@ fn a_quick_run_of_the_slow_part_writes_its_report() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(out.0.join("slow-calls.csv").is_file(), "no slow-calls.csv");
-    let summary = std::fs::read_to_string(out.0.join("summary.md")).expect("a summary.md");
+    assert!(out.join("slow-calls.csv").is_file(), "no slow-calls.csv");
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("a summary.md");
     for arm in ["round_robin", "tonic", "p2c_peak_ewma"] {
         assert!(
             summary.contains(&format!("| {arm} |")),
