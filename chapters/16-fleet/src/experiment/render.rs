@@ -331,7 +331,7 @@ fn tail_section(folder: &Folder, md: &mut String) -> anyhow::Result<()> {
     writeln!(md, "## Hedging a tail\n")?;
     writeln!(
         md,
-        "10% of calls at least 20 ms, 5% at least 50 ms, 1% 100 ms; hedged after the {:.0}th percentile of recent answers.\n",
+        "10% of calls at least 20 ms, 5% at least 50 ms, 1% 100 ms; hedged after the {:.0}th percentile of recent answers. Latencies leave out the warm-up; the copies and the server's counts are over the whole arm, warm-up included (the hedge sends no copy before its histogram has a full period).\n",
         config.hedge_percentile * 100.0
     )?;
     writeln!(
