@@ -12,7 +12,10 @@ use harness::{Experiment, experiment::Flags};
 use loadgen::WhenFull;
 use serde::{Deserialize, Serialize};
 
-use crate::{arm::Arm, ramp::Ramp};
+use crate::{
+    arm::Arm,
+    ramp::{Ramp, Shape},
+};
 
 /// The per-call price: a tiny echo served as unary calls and as messages on
 /// persistent bidirectional streams, by a server pinned to one core, under an
@@ -38,6 +41,22 @@ pub struct Args {
     /// Streamed messages per second, FROM:TO:STEPS (geometric)
     #[arg(long, default_value = "32000:724000:10")]
     pub stream_ramp: Ramp,
+    /// REST requests per second over HTTP/1.1, FROM:TO:STEPS (geometric)
+    #[arg(long, default_value = "4000:64000:9")]
+    pub rest_h1_ramp: Ramp,
+    /// REST requests per second over HTTP/2 (h2c), FROM:TO:STEPS (geometric)
+    #[arg(long, default_value = "4000:128000:11")]
+    pub rest_h2_ramp: Ramp,
+    /// The shapes to ramp, in this order within each arm
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "unary,stream,rest-h1,rest-h2"
+    )]
+    pub shapes: Vec<Shape>,
+    /// HTTP/1.1 connections the REST client's pool may use at once (1 to 10000)
+    #[arg(long, default_value_t = 100)]
+    pub h1_connections: usize,
     /// How long each step offers its rate
     #[arg(long, value_parser = program::duration::parse, default_value = "2s")]
     pub step: Duration,
@@ -91,6 +110,16 @@ pub struct Config {
     pub repeats: usize,
     pub unary_ramp: Ramp,
     pub stream_ramp: Ramp,
+    // A run made before the REST shapes existed has none of these four:
+    // `--render` reads it as the gRPC shapes alone.
+    #[serde(default = "no_ramp")]
+    pub rest_h1_ramp: Ramp,
+    #[serde(default = "no_ramp")]
+    pub rest_h2_ramp: Ramp,
+    #[serde(default = "grpc_shapes")]
+    pub shapes: Vec<Shape>,
+    #[serde(default)]
+    pub h1_connections: usize,
     pub step: Duration,
     pub warmup: Duration,
     pub streams: usize,
@@ -122,6 +151,15 @@ impl Args {
         if self.streams == 0 || self.streams > 1000 {
             bail!("--streams must be between 1 and 1000");
         }
+        if self.shapes.is_empty() {
+            bail!("--shapes names no shape");
+        }
+        if !(1..=10_000).contains(&self.h1_connections) {
+            bail!(
+                "--h1-connections must be between 1 and 10000 (got {})",
+                self.h1_connections
+            );
+        }
         if self.max_in_flight == 0 {
             bail!("--max-in-flight must be at least 1");
         }
@@ -137,6 +175,10 @@ impl Args {
             repeats: self.repeats,
             unary_ramp: self.unary_ramp,
             stream_ramp: self.stream_ramp,
+            rest_h1_ramp: self.rest_h1_ramp,
+            rest_h2_ramp: self.rest_h2_ramp,
+            shapes: dedup(&self.shapes),
+            h1_connections: self.h1_connections,
             step: self.step,
             warmup: self.warmup,
             streams: self.streams,
@@ -157,6 +199,8 @@ impl Args {
             c.warmup = c.warmup.min(Duration::from_millis(300));
             c.unary_ramp.steps = c.unary_ramp.steps.min(5);
             c.stream_ramp.steps = c.stream_ramp.steps.min(6);
+            c.rest_h1_ramp.steps = c.rest_h1_ramp.steps.min(5);
+            c.rest_h2_ramp.steps = c.rest_h2_ramp.steps.min(5);
             if c.arms.len() > 2 {
                 // The two ends of the spectrum: everything on one thread, and
                 // a hop to a pool of two per unit of work.
@@ -168,6 +212,41 @@ impl Args {
         }
         Ok(c)
     }
+}
+
+impl Config {
+    /// The ramp of `shape`.
+    pub fn ramp(&self, shape: Shape) -> Ramp {
+        match shape {
+            Shape::Unary => self.unary_ramp,
+            Shape::Stream => self.stream_ramp,
+            Shape::RestH1 => self.rest_h1_ramp,
+            Shape::RestH2 => self.rest_h2_ramp,
+        }
+    }
+}
+
+fn no_ramp() -> Ramp {
+    Ramp {
+        from: 1.0,
+        to: 1.0,
+        steps: 1,
+    }
+}
+
+fn grpc_shapes() -> Vec<Shape> {
+    vec![Shape::Unary, Shape::Stream]
+}
+
+/// Each shape once, in the order first named.
+fn dedup(shapes: &[Shape]) -> Vec<Shape> {
+    let mut once = Vec::new();
+    for &s in shapes {
+        if !once.contains(&s) {
+            once.push(s);
+        }
+    }
+    once
 }
 
 impl Experiment for Config {

@@ -18,6 +18,7 @@ pub mod placement;
 pub mod ramp;
 pub mod records;
 pub mod render;
+pub mod rest;
 pub mod run;
 pub mod server;
 pub mod summary;

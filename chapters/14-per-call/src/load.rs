@@ -17,11 +17,12 @@ use proto::{
     greeter::v1::{HelloRequest, greeter_client::GreeterClient},
     streaming::v1::{Chunk, streamer_client::StreamerClient},
 };
-use tokio::sync::{mpsc, oneshot};
+use rest_server::api::GreetingRequest;
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::Channel;
 
-use crate::ramp::Shape;
+use crate::{ramp::Shape, rest::Http};
 
 /// One HTTP/2 connection to the server, plaintext, made at once.
 pub async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Channel> {
@@ -147,6 +148,118 @@ impl Streams {
     // ANCHOR_END: stream_call
 }
 
+// ANCHOR: rest_client
+/// A REST client as a reader would configure one. HTTP/1.1: a pool that
+/// keeps up to `connections` idle connections, and (see [`Rest`]) never has
+/// more than that many requests out. HTTP/2: every request a stream on one
+/// connection, as tonic's channel does for gRPC.
+pub fn rest_client(http: Http, connections: usize) -> reqwest::Result<reqwest::Client> {
+    // reqwest builds a TLS configuration even for http:// URLs; it must find
+    // the workspace's one crypto provider installed (an error here means
+    // another one already is, which serves as well).
+    let _ = Arc::unwrap_or_clone(certs::config::provider()).install_default();
+    let builder = reqwest::Client::builder().no_proxy().tcp_nodelay(true);
+    match http {
+        Http::H1 => builder.http1_only().pool_max_idle_per_host(connections),
+        Http::H2 => builder.http2_prior_knowledge(),
+    }
+    .build()
+}
+// ANCHOR_END: rest_client
+
+/// `POST /v1/greetings` against one of the server's REST ports.
+#[derive(Clone)]
+pub struct Rest {
+    client: reqwest::Client,
+    url: String,
+    deadline: Duration,
+    /// HTTP/1.1 only: a permit per pooled connection. reqwest's pool bounds
+    /// the *idle* connections, not the busy ones: without this, a request
+    /// that finds every connection busy opens another one.
+    pool: Option<Arc<Semaphore>>,
+}
+
+impl Rest {
+    pub fn new(
+        http: Http,
+        addr: std::net::SocketAddr,
+        connections: usize,
+        deadline: Duration,
+    ) -> anyhow::Result<Rest> {
+        Ok(Rest {
+            client: rest_client(http, connections)?,
+            url: format!("http://{addr}/v1/greetings"),
+            deadline,
+            pool: (http == Http::H1).then(|| Arc::new(Semaphore::new(connections))),
+        })
+    }
+
+    // ANCHOR: rest_call
+    /// One greeting per slot. The deadline covers the wait for a free
+    /// connection too; a request cut off by it takes its HTTP/1.1 connection
+    /// with it (the answer may still arrive on it), an HTTP/2 one only its
+    /// stream.
+    pub fn call(&self, slot: Slot) -> SlotFuture {
+        let rest = self.clone();
+        Box::pin(async move {
+            let request = async {
+                let _permit = match &rest.pool {
+                    Some(pool) => Some(pool.acquire().await.map_err(|_| failed("pool closed"))?),
+                    None => None,
+                };
+                let body = GreetingRequest {
+                    name: slot.index.to_string(),
+                    delay_ms: 0,
+                };
+                let response = rest
+                    .client
+                    .post(&rest.url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .map_err(|e| failed(error_kind(&e)))?;
+                let status = response.status();
+                // The whole body is read, or the connection cannot be reused.
+                response.bytes().await.map_err(|e| failed(error_kind(&e)))?;
+                if !status.is_success() {
+                    return Err(failed(format!("HTTP {}", status.as_u16())));
+                }
+                Ok(())
+            };
+            match tokio::time::timeout(rest.deadline, request).await {
+                Ok(result) => result,
+                Err(_) => Err(failed("DEADLINE_EXCEEDED")),
+            }
+        })
+    }
+    // ANCHOR_END: rest_call
+}
+
+/// A failed request's kind, for counting: what reqwest says went wrong, and
+/// the operating system's word for it when there is one (connection refused,
+/// reset, ...).
+pub fn error_kind(error: &reqwest::Error) -> String {
+    let what = if error.is_connect() {
+        "connect"
+    } else if error.is_timeout() {
+        "timeout"
+    } else if error.is_body() || error.is_decode() {
+        "body"
+    } else if error.is_request() {
+        "request"
+    } else {
+        "other"
+    };
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return format!("{what}: {:?}", io.kind());
+        }
+        source = inner.source();
+    }
+    what.to_string()
+}
+
 /// Either shape, as one value: what a slot does under the bounded open-loop
 /// driver. Both shapes hand the driver a boxed future per slot, so the
 /// generator's own cost per slot is the same for both.
@@ -154,6 +267,7 @@ impl Streams {
 pub enum Load {
     Unary(GreeterClient<Channel>, Duration),
     Stream(Streams),
+    Rest(Rest),
 }
 
 impl Load {
@@ -168,6 +282,9 @@ impl Load {
         Ok(match shape {
             Shape::Unary => Load::Unary(GreeterClient::new(channel), deadline),
             Shape::Stream => Load::Stream(Streams::open(channel, streams, deadline).await?),
+            Shape::RestH1 | Shape::RestH2 => {
+                anyhow::bail!("a REST load is made with Load::Rest(Rest::new(...))")
+            }
         })
     }
 
@@ -184,6 +301,7 @@ impl Load {
             match self {
                 Load::Unary(client, deadline) => unary_call(client, *deadline, slot),
                 Load::Stream(streams) => Box::pin(streams.call(slot)),
+                Load::Rest(rest) => rest.call(slot),
             }
         };
         run_bounded(

@@ -6,7 +6,7 @@ use loadgen::{Outcome, SlotRecord, Summary};
 pub use perf::stats::Spread;
 use serde::{Deserialize, Serialize};
 
-use crate::server::Snapshot;
+use crate::{rest::Http, server::Snapshot};
 
 /// `FROM:TO:STEPS`: STEPS rates from FROM to TO per second, each a constant
 /// factor above the one before (a geometric ramp spends as many steps at low
@@ -62,12 +62,28 @@ impl fmt::Display for Ramp {
     }
 }
 
-/// Unary calls, or messages on persistent streams.
+/// Unary calls, messages on persistent streams, or REST requests over
+/// HTTP/1.1 or HTTP/2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Shape {
     Unary,
     Stream,
+    RestH1,
+    RestH2,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 4] = [Shape::Unary, Shape::Stream, Shape::RestH1, Shape::RestH2];
+
+    /// The HTTP version of a REST shape.
+    pub fn http(&self) -> Option<Http> {
+        match self {
+            Shape::RestH1 => Some(Http::H1),
+            Shape::RestH2 => Some(Http::H2),
+            Shape::Unary | Shape::Stream => None,
+        }
+    }
 }
 
 impl fmt::Display for Shape {
@@ -75,7 +91,22 @@ impl fmt::Display for Shape {
         f.write_str(match self {
             Shape::Unary => "unary",
             Shape::Stream => "stream",
+            Shape::RestH1 => "rest-h1",
+            Shape::RestH2 => "rest-h2",
         })
+    }
+}
+
+impl FromStr for Shape {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Shape, String> {
+        Shape::ALL
+            .into_iter()
+            .find(|s| s.to_string() == text)
+            .ok_or_else(|| {
+                format!("`{text}` is not a shape; write unary, stream, rest-h1 or rest-h2")
+            })
     }
 }
 
@@ -136,6 +167,34 @@ pub struct StepResult {
     pub ctx_switches_per_unit: f64,
     pub parks_per_unit: f64,
     pub spawned_per_unit: f64,
+    /// What the server saw of a REST client's connections during the step
+    /// (zero for the gRPC shapes, whose one connection is opened before the
+    /// ramp): opened, still open at its end, ended by an error.
+    #[serde(default)]
+    pub connections_opened: u64,
+    #[serde(default)]
+    pub connections_open: u64,
+    #[serde(default)]
+    pub connections_failed: u64,
+    /// The kernel's count of connections its listen queues turned away
+    /// during the step (`TcpExt ListenOverflows`, machine-wide).
+    #[serde(default)]
+    pub listen_overflows: u64,
+    /// Failed slots by kind, `kind=count` separated by `; `.
+    #[serde(default)]
+    pub errors: String,
+}
+
+/// Failed slots counted by their code: `DEADLINE_EXCEEDED=12; connect: ConnectionRefused=3`.
+pub fn errors_by_kind(records: &[SlotRecord]) -> String {
+    let mut kinds = std::collections::BTreeMap::<&str, u64>::new();
+    for r in records.iter().filter(|r| r.outcome == Outcome::Failed) {
+        *kinds
+            .entry(r.code.as_deref().unwrap_or("unknown"))
+            .or_default() += 1;
+    }
+    let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    kinds.join("; ")
 }
 
 // ANCHOR: goodput
@@ -182,6 +241,11 @@ impl StepResult {
             ctx_switches_per_unit: 0.0,
             parks_per_unit: 0.0,
             spawned_per_unit: 0.0,
+            connections_opened: 0,
+            connections_open: 0,
+            connections_failed: 0,
+            listen_overflows: 0,
+            errors: errors_by_kind(records),
         }
     }
 

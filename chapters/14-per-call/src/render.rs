@@ -71,6 +71,173 @@ fn table(md: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<St
     md.push('\n');
 }
 
+/// p99, goodput and deferred share of every arm at every offered rate of
+/// one shape: one row per rate, one column per arm.
+fn p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult]) {
+    let _ = writeln!(
+        md,
+        "### {} p99 (ms) / goodput (per s) / deferred+shed (%) against offered load\n",
+        match shape {
+            Shape::Unary => "Unary:",
+            Shape::Stream => "Streams:",
+            Shape::RestH1 => "REST over HTTP/1.1:",
+            Shape::RestH2 => "REST over HTTP/2:",
+        }
+    );
+    let curves = p99_curves(config, shape, ramps);
+    let mut rates: Vec<f64> = curves
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.0))
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let mut header = vec!["offered/s"];
+    header.extend(curves.iter().map(|(arm, _)| arm.as_str()));
+    table(
+        md,
+        &header,
+        rates.iter().map(|rate| {
+            let mut row = vec![rate.to_string()];
+            row.extend(curves.iter().map(
+                |(_, points)| match points.iter().find(|p| p.0 == *rate) {
+                    Some((_, p99, goodput, queued)) => {
+                        format!("{:.2} / {:.0} / {:.1}", p99.median, goodput.median, queued)
+                    }
+                    None => "–".to_string(),
+                },
+            ));
+            row
+        }),
+    );
+}
+
+/// Who filled a core first at a plateau step: the server's CPU and the
+/// generator's, as fractions of one core.
+fn limit((server, client): &(Spread, Spread)) -> String {
+    let who = if server.median >= 0.9 {
+        "server-bound"
+    } else if client.median >= 0.9 {
+        "generator-bound"
+    } else {
+        "neither at 0.9"
+    };
+    format!("{:.2} / {:.2} ({who})", server.median, client.median)
+}
+
+// ANCHOR: rest_tables
+/// The REST shapes beside the gRPC ones, and what the server saw of their
+/// connections past the knee.
+fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps: &[RampResult]) {
+    let _ = writeln!(
+        md,
+        "### REST beside gRPC: units per server CPU-second at each plateau step\n"
+    );
+    let per_cpu_s = |s: &ArmSummary, shape: Shape| {
+        s.rest
+            .iter()
+            .find(|r| r.shape == shape)
+            .map_or("–".to_string(), |r| r.cpu_capacity.to_string())
+    };
+    table(
+        md,
+        &[
+            "arm",
+            "gRPC unary calls",
+            "gRPC streamed msg",
+            "REST HTTP/1.1 requests",
+            "REST HTTP/2 requests",
+        ],
+        summaries.iter().map(|s| {
+            vec![
+                s.arm.clone(),
+                s.unary_cpu_capacity.to_string(),
+                s.stream_cpu_capacity.to_string(),
+                per_cpu_s(s, Shape::RestH1),
+                per_cpu_s(s, Shape::RestH2),
+            ]
+        }),
+    );
+    let _ = writeln!(md, "### REST capacity\n");
+    table(
+        md,
+        &[
+            "arm",
+            "shape",
+            "plateau (req/s)",
+            "knee (offered/s)",
+            "server / generator CPU at plateau",
+        ],
+        summaries.iter().flat_map(|s| {
+            s.rest.iter().map(|r| {
+                vec![
+                    s.arm.clone(),
+                    r.shape.to_string(),
+                    r.plateau.to_string(),
+                    r.knee.to_string(),
+                    limit(&r.cpu_at_plateau),
+                ]
+            })
+        }),
+    );
+    for shape in [Shape::RestH1, Shape::RestH2] {
+        if config.shapes.contains(&shape) {
+            p99_table(md, config, shape, ramps);
+        }
+    }
+    let _ = writeln!(
+        md,
+        "### REST past the knee: first repeat, from the step before the knee (HTTP/1.1 pool: {} connections)\n",
+        config.h1_connections
+    );
+    table(
+        md,
+        &[
+            "arm",
+            "shape",
+            "offered/s",
+            "goodput/s",
+            "p99 ms",
+            "server CPU",
+            "connections opened",
+            "open at end",
+            "ended by error",
+            "listen overflows",
+            "failed requests by kind",
+        ],
+        ramps
+            .iter()
+            .filter(|r| r.ramp.repeat == 0 && r.ramp.shape.http().is_some())
+            .flat_map(|r| {
+                // Without a knee, the last two steps: the highest load it saw.
+                let from = r
+                    .knee_offered
+                    .and_then(|k| r.steps.iter().position(|s| s.offered == k))
+                    .unwrap_or(r.steps.len().saturating_sub(1))
+                    .saturating_sub(1);
+                r.steps[from..].iter().map(|s| {
+                    vec![
+                        s.arm.clone(),
+                        s.shape.to_string(),
+                        s.offered.to_string(),
+                        format!("{:.0}", s.goodput),
+                        format!("{:.2}", s.p99_ms),
+                        format!("{:.2}", s.server_cpu),
+                        s.connections_opened.to_string(),
+                        s.connections_open.to_string(),
+                        s.connections_failed.to_string(),
+                        s.listen_overflows.to_string(),
+                        if s.errors.is_empty() {
+                            "none".to_string()
+                        } else {
+                            s.errors.clone()
+                        },
+                    ]
+                })
+            }),
+    );
+}
+// ANCHOR_END: rest_tables
+
 /// The tables the chapter shows.
 pub fn markdown(
     config: &Config,
@@ -169,16 +336,6 @@ pub fn markdown(
         md,
         "### Capacity from CPU cost (one core / server CPU per unit at the plateau step)\n"
     );
-    let limit = |(server, client): &(Spread, Spread)| {
-        let who = if server.median >= 0.9 {
-            "server-bound"
-        } else if client.median >= 0.9 {
-            "generator-bound"
-        } else {
-            "neither at 0.9"
-        };
-        format!("{:.2} / {:.2} ({who})", server.median, client.median)
-    };
     table(
         &mut md,
         &[
@@ -201,43 +358,11 @@ pub fn markdown(
         }),
     );
     for shape in [Shape::Unary, Shape::Stream] {
-        let _ = writeln!(
-            md,
-            "### {} p99 (ms) / goodput (per s) / deferred+shed (%) against offered load\n",
-            match shape {
-                Shape::Unary => "Unary:",
-                Shape::Stream => "Streams:",
-            }
-        );
-        let curves = p99_curves(config, shape, ramps);
-        let mut rates: Vec<f64> = curves
-            .iter()
-            .flat_map(|(_, p)| p.iter().map(|x| x.0))
-            .collect();
-        rates.sort_by(f64::total_cmp);
-        rates.dedup();
-        let mut header = vec!["offered/s"];
-        header.extend(curves.iter().map(|(arm, _)| arm.as_str()));
-        table(
-            &mut md,
-            &header,
-            rates.iter().map(|rate| {
-                let mut row = vec![rate.to_string()];
-                row.extend(curves.iter().map(|(_, points)| {
-                    match points.iter().find(|p| p.0 == *rate) {
-                        Some((_, p99, goodput, queued)) => {
-                            format!("{:.2} / {:.0} / {:.1}", p99.median, goodput.median, queued)
-                        }
-                        None => "–".to_string(),
-                    }
-                }));
-                row
-            }),
-        );
+        p99_table(&mut md, config, shape, ramps);
     }
     let _ = writeln!(
         md,
-        "### Server cost per unit (a unary call, or one streamed message)\n"
+        "### Server cost per unit (a unary call, one streamed message, or one REST request)\n"
     );
     table(
         &mut md,
@@ -252,26 +377,35 @@ pub fn markdown(
             "tasks we spawned",
         ],
         summaries.iter().flat_map(|s| {
-            [
-                ("unary", "lowest step", s.unary_low),
-                ("unary", "plateau", s.unary_high),
-                ("stream", "lowest step", s.stream_low),
-                ("stream", "plateau", s.stream_high),
-            ]
-            .into_iter()
-            .map(|(shape, load, p)| {
-                vec![
-                    s.arm.clone(),
-                    shape.to_string(),
-                    load.to_string(),
-                    format!("{:.2}", p.cpu_us),
-                    format!("{:.2}", p.busy_us),
-                    format!("{:.3}", p.context_switches),
-                    format!("{:.3}", p.parks),
-                    format!("{:.2}", p.spawned),
+            let grpc = [
+                (Shape::Unary, "lowest step", s.unary_low),
+                (Shape::Unary, "plateau", s.unary_high),
+                (Shape::Stream, "lowest step", s.stream_low),
+                (Shape::Stream, "plateau", s.stream_high),
+            ];
+            let rest = s.rest.iter().flat_map(|r| {
+                [
+                    (r.shape, "lowest step", r.low),
+                    (r.shape, "plateau", r.high),
                 ]
-            })
-            .collect::<Vec<_>>()
+            });
+            // Only the shapes this run ramped.
+            grpc.into_iter()
+                .filter(|(shape, _, _)| config.shapes.contains(shape))
+                .chain(rest)
+                .map(|(shape, load, p)| {
+                    vec![
+                        s.arm.clone(),
+                        shape.to_string(),
+                        load.to_string(),
+                        format!("{:.2}", p.cpu_us),
+                        format!("{:.2}", p.busy_us),
+                        format!("{:.3}", p.context_switches),
+                        format!("{:.3}", p.parks),
+                        format!("{:.2}", p.spawned),
+                    ]
+                })
+                .collect::<Vec<_>>()
         }),
     );
     let _ = writeln!(md, "### System calls per unit (server process)\n");
@@ -298,6 +432,9 @@ pub fn markdown(
                 ]
             }),
         );
+    }
+    if summaries.iter().any(|s| !s.rest.is_empty()) {
+        rest_tables(&mut md, config, summaries, ramps);
     }
     md.truncate(md.trim_end().len());
     md.push('\n');
@@ -359,7 +496,7 @@ fn plots(
         "Plateau goodput per arm (bar: median of repeats; whisker: min to max)",
         &[
             BarPanel {
-                y_label: "unary calls/s".into(),
+                y_label: "gRPC unary calls/s".into(),
                 bars: summaries
                     .iter()
                     .map(|s| bar(&s.arm, &s.unary_plateau))
@@ -372,6 +509,28 @@ fn plots(
                     .map(|s| bar(&s.arm, &s.stream_plateau))
                     .collect(),
             },
-        ],
+        ]
+        .into_iter()
+        .chain(
+            [Shape::RestH1, Shape::RestH2]
+                .into_iter()
+                .filter_map(|shape| {
+                    let bars: Vec<Bar> = summaries
+                        .iter()
+                        .filter_map(|s| {
+                            let r = s.rest.iter().find(|r| r.shape == shape)?;
+                            Some(bar(&s.arm, &r.plateau))
+                        })
+                        .collect();
+                    (!bars.is_empty()).then(|| BarPanel {
+                        y_label: match shape {
+                            Shape::RestH1 => "REST HTTP/1.1 requests/s".into(),
+                            _ => "REST HTTP/2 requests/s".into(),
+                        },
+                        bars,
+                    })
+                }),
+        )
+        .collect::<Vec<_>>(),
     )
 }

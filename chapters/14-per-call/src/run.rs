@@ -20,12 +20,13 @@ use crate::{
     arm::{Arm, Flavour},
     config::Config,
     h2load::cross_check,
-    load::{Load, connect},
+    load::{Load, Rest, connect},
     placement::{have, place},
     ramp::{PerUnit, Shape, StepResult, knee, plateau},
     records::{
         H2LOAD, PLACEMENT, RAMPS, RampRecord, SAMPLES, STEPS, SYSCALLS, SampleRow, Syscalls,
     },
+    rest::Http,
     server::{ServeArm, ServerInfo, Snapshot, Stats},
     syscalls::{Probe, count},
 };
@@ -114,14 +115,22 @@ async fn one_ramp(
     let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
     let mut server = start_server(&ctx.exe, arm, ctx.server_cpu, Vec::new()).await?;
     verify(&server.ready, arm)?;
-    let channel = connect(server.ready.addr).await?;
-    let ramp = match shape {
-        Shape::Unary => c.unary_ramp,
-        Shape::Stream => c.stream_ramp,
+    let ramp = c.ramp(shape);
+    // Every shape goes through the same bounded open-loop driver; only what
+    // one slot does differs.
+    let load = match shape.http() {
+        None => {
+            let channel = connect(server.ready.addr).await?;
+            Load::open(shape, channel, c.streams, c.deadline).await?
+        }
+        Some(http) => {
+            let addr = match http {
+                Http::H1 => server.ready.rest.h1,
+                Http::H2 => server.ready.rest.h2,
+            };
+            Load::Rest(Rest::new(http, addr, c.h1_connections, c.deadline)?)
+        }
     };
-    // Both shapes go through the same bounded open-loop driver; only what one
-    // slot does differs.
-    let load = Load::open(shape, channel, c.streams, c.deadline).await?;
     let drive = |slots: Vec<loadgen::Slot>, counters: Arc<Counters>| {
         let load = &load;
         async move {
@@ -143,16 +152,19 @@ async fn one_ramp(
         );
         let slots = Schedule::constant(rate, c.step).slots();
         let before = snapshot(&mut server).await?;
+        let overflows_before = listen_overflows();
         let client_before = sends_cpu_ns();
         let started = std::time::Instant::now();
         let records: Vec<SlotRecord> = drive(slots, counters).await;
         let wall = started.elapsed();
         *ctx.now.lock().expect("not poisoned") = Default::default();
         let delta = snapshot(&mut server).await?.since(&before);
+        let overflows = listen_overflows().saturating_sub(overflows_before);
         let client_cpu = (sends_cpu_ns() - client_before) as f64 / wall.as_nanos() as f64;
         let units = match shape {
             Shape::Unary => delta.unary_calls,
             Shape::Stream => delta.messages,
+            Shape::RestH1 | Shape::RestH2 => delta.rest_requests,
         };
         let step = StepResult {
             arm: arm.to_string(),
@@ -161,6 +173,10 @@ async fn one_ramp(
             step: i,
             server_cpu: delta.cpu_ns as f64 / wall.as_nanos() as f64,
             client_cpu,
+            connections_opened: delta.connections,
+            connections_open: delta.open_connections,
+            connections_failed: delta.failed_connections,
+            listen_overflows: overflows,
             ..StepResult::from_records(&records, rate, c.step)
         }
         .with_per_unit(PerUnit::of(&delta, units));
@@ -197,13 +213,13 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
         now,
         samples: Vec::new(),
     };
-    let total = config.repeats * config.arms.len() * 2;
+    let total = config.repeats * config.arms.len() * config.shapes.len();
     let (mut ramps, mut steps) = (Vec::new(), Vec::new());
     // Interleaved: every arm once per repeat, so that a slow minute on a
     // shared machine hits all arms alike instead of one arm's whole sample.
     for repeat in 0..config.repeats {
         for &arm in &config.arms {
-            for shape in [Shape::Unary, Shape::Stream] {
+            for &shape in &config.shapes {
                 let label = format!(
                     "[{}/{total}] {arm} {shape} #{}",
                     ramps.len() + 1,
@@ -254,7 +270,10 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     } else {
         let mut counts = Vec::new();
         for &arm in &config.arms {
-            for shape in [Shape::Unary, Shape::Stream] {
+            // The gRPC shapes only: the system calls of REST are not part of
+            // the comparison the table makes.
+            let grpc = config.shapes.iter().filter(|s| s.http().is_none());
+            for &shape in grpc {
                 let rate = config.strace_rate;
                 *ctx.now.lock().expect("not poisoned") =
                     (format!("strace {arm} {shape} {rate}/s"), Arc::default());
@@ -284,6 +303,28 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     ticker.abort();
     Ok(())
 }
+
+// ANCHOR: listen_overflows
+/// Connections the kernel turned away because a listen queue was full
+/// (`TcpExt: ListenOverflows` in /proc/net/netstat), machine-wide: on a
+/// machine running only this experiment, the server's. 0 where unreadable.
+pub fn listen_overflows() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut lines = text.lines();
+    // The file holds pairs of lines: names, then values, each prefixed `TcpExt:`.
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if names.starts_with("TcpExt:") {
+            return names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .find(|(name, _)| *name == "ListenOverflows")
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
+}
+// ANCHOR_END: listen_overflows
 
 /// The generator's CPU time so far, its sends' alone: the precise timer's own
 /// thread, which spins through the gaps between slots and yields to the sends,

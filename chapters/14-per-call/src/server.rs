@@ -29,7 +29,10 @@ use serde::{Deserialize, Serialize};
 use tokio_stream::{Stream, StreamExt, wrappers::TcpListenerStream};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::arm::{Arm, Handler, WORKER_THREAD_NAME};
+use crate::{
+    arm::{Arm, Handler, WORKER_THREAD_NAME},
+    rest::{self, Connections, Http, RestAddrs},
+};
 
 /// What the handlers count.
 #[derive(Debug, Default)]
@@ -37,6 +40,11 @@ pub struct Counts {
     pub unary_calls: AtomicU64,
     pub messages: AtomicU64,
     pub spawned: AtomicU64,
+    /// REST requests answered, over either HTTP.
+    pub rest_requests: AtomicU64,
+    /// The REST ports' connections, HTTP/1.1 and HTTP/2 together (a ramp
+    /// uses one of them).
+    pub connections: Connections,
 }
 
 /// The echo, both ways. Cloning shares the counts.
@@ -51,7 +59,7 @@ impl Echo {
     /// Runs `work` where this arm says: right here, or in a task of its own
     /// that this task then waits for (a spawn, a schedule, a poll and a
     /// wake-up on the way back: the hand-off the `spawn` arms pay per unit).
-    async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Status> {
@@ -131,6 +139,8 @@ impl streamer_server::Streamer for Echo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerInfo {
     pub addr: SocketAddr,
+    /// The same echo as REST, one port per HTTP version.
+    pub rest: RestAddrs,
     pub pid: u32,
     pub arm: String,
     /// `Handle::metrics().num_workers()`, asked of the running runtime.
@@ -157,6 +167,14 @@ pub struct Snapshot {
     pub parks: u64,
     /// Time the runtime's workers spent polling tasks.
     pub busy_ns: u64,
+    pub rest_requests: u64,
+    /// REST connections accepted so far.
+    pub connections: u64,
+    /// REST connections open now (a level, not a total: `since` keeps it).
+    pub open_connections: u64,
+    /// REST connections that ended with an error.
+    pub failed_connections: u64,
+    pub accept_errors: u64,
 }
 
 impl Snapshot {
@@ -171,6 +189,11 @@ impl Snapshot {
                 .saturating_sub(earlier.context_switches),
             parks: self.parks - earlier.parks,
             busy_ns: self.busy_ns - earlier.busy_ns,
+            rest_requests: self.rest_requests - earlier.rest_requests,
+            connections: self.connections - earlier.connections,
+            open_connections: self.open_connections,
+            failed_connections: self.failed_connections - earlier.failed_connections,
+            accept_errors: self.accept_errors - earlier.accept_errors,
         }
     }
 }
@@ -188,6 +211,11 @@ fn snapshot(counts: &Counts, runtime: &tokio::runtime::Handle) -> Snapshot {
         busy_ns: workers
             .map(|w| metrics.worker_total_busy_duration(w).as_nanos() as u64)
             .sum(),
+        rest_requests: counts.rest_requests.load(Ordering::Relaxed),
+        connections: counts.connections.accepted.load(Ordering::Relaxed),
+        open_connections: counts.connections.open.load(Ordering::Relaxed),
+        failed_connections: counts.connections.failed.load(Ordering::Relaxed),
+        accept_errors: counts.connections.accept_errors.load(Ordering::Relaxed),
     }
 }
 
@@ -247,8 +275,18 @@ pub fn serve_process() -> anyhow::Result<()> {
         .map(|accepted| accepted.and_then(|stream| stream.set_nodelay(true).map(|()| stream)));
     let server = tonic::transport::Server::builder()
         .add_service(greeter_server::GreeterServer::new(echo.clone()))
-        .add_service(streamer_server::StreamerServer::new(echo))
+        .add_service(streamer_server::StreamerServer::new(echo.clone()))
         .serve_with_incoming(incoming);
+    // The REST echo: its own ports, the same runtime, the same handler arm.
+    let h1 = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let h2 = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let rest_addrs = RestAddrs {
+        h1: h1.local_addr()?,
+        h2: h2.local_addr()?,
+    };
+    let router = rest::router(echo);
+    runtime.spawn(rest::serve(h1, Http::H1, router.clone(), counts.clone()));
+    runtime.spawn(rest::serve(h2, Http::H2, router, counts.clone()));
     // The harness's control thread answers the questions; it is not a
     // runtime thread, and it is started before the threads are counted, so
     // the count includes it.
@@ -257,6 +295,7 @@ pub fn serve_process() -> anyhow::Result<()> {
     let names = worker_threads_named(arm);
     link.ready(&ServerInfo {
         addr,
+        rest: rest_addrs,
         pid: std::process::id(),
         arm: arm.to_string(),
         workers: runtime.metrics().num_workers(),

@@ -70,6 +70,23 @@ pub struct ArmSummary {
     pub unary_high: PerUnit,
     pub stream_low: PerUnit,
     pub stream_high: PerUnit,
+    /// The REST shapes the run ramped, in its order.
+    pub rest: Vec<ShapeSummary>,
+}
+
+/// One shape of one arm over its repeats: what [`ArmSummary`] says of unary
+/// calls and of streams, for a REST shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShapeSummary {
+    pub shape: Shape,
+    pub plateau: Spread,
+    pub knee: Spread,
+    /// 1 s / server CPU per request at the plateau step.
+    pub cpu_capacity: Spread,
+    /// Server and generator CPU (fraction of one core) at the plateau step.
+    pub cpu_at_plateau: (Spread, Spread),
+    pub low: PerUnit,
+    pub high: PerUnit,
 }
 
 /// The seed's figure: a 1-CPU grpc-java pod, ~2,060-2,140 unary calls/s
@@ -137,6 +154,23 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
     });
     let (unary_low, unary_high) = per_unit(&unary);
     let (stream_low, stream_high) = per_unit(&stream);
+    let rest = [Shape::RestH1, Shape::RestH2]
+        .into_iter()
+        .filter(|&shape| !of(shape).is_empty())
+        .map(|shape| {
+            let ramps = of(shape);
+            let (low, high) = per_unit(&ramps);
+            ShapeSummary {
+                shape,
+                plateau: Spread::of(ramps.iter().map(|r| r.plateau)),
+                knee: Spread::of(ramps.iter().filter_map(|r| r.knee_offered)),
+                cpu_capacity: Spread::of(capacity(&ramps)),
+                cpu_at_plateau: cpus(&ramps),
+                low,
+                high,
+            }
+        })
+        .collect();
     ArmSummary {
         arm: arm.to_string(),
         unary_plateau: Spread::of(unary.iter().map(|r| r.plateau)),
@@ -153,6 +187,7 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
         unary_high,
         stream_low,
         stream_high,
+        rest,
     }
 }
 

@@ -85,6 +85,7 @@ async fn one(p: Probe<'_>, length: Duration, file: &Path) -> anyhow::Result<Run>
         units: match p.shape {
             Shape::Unary => stats.unary_calls,
             Shape::Stream => stats.messages,
+            Shape::RestH1 | Shape::RestH2 => stats.rest_requests,
         },
     })
 }
