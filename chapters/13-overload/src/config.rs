@@ -33,16 +33,19 @@ pub enum Policy {
     RetryNaive,
     /// Reject, and callers retry with backoff and jitter under a retry budget
     RetryBudget,
+    /// Reject saying when to come back (RetryInfo, Retry-After); callers wait that long
+    RetryAfter,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 6] = [
+    pub const ALL: [Policy; 7] = [
         Policy::Wait,
         Policy::Reject,
         Policy::Drop,
         Policy::DropLifo,
         Policy::RetryNaive,
         Policy::RetryBudget,
+        Policy::RetryAfter,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +56,31 @@ impl Policy {
             Policy::DropLifo => "drop-lifo",
             Policy::RetryNaive => "retry-naive",
             Policy::RetryBudget => "retry-budget",
+            Policy::RetryAfter => "retry-after",
+        }
+    }
+}
+
+/// How the callers reach the server: the same pool of workers behind each.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// gRPC's SayHello, every call a stream on one HTTP/2 connection
+    Grpc,
+    /// POST /v1/greetings over HTTP/1.1: a pool of connections, one call at a time on each
+    RestH1,
+    /// POST /v1/greetings over HTTP/2: every call a stream on one connection
+    RestH2,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 3] = [Transport::Grpc, Transport::RestH1, Transport::RestH2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Grpc => "grpc",
+            Transport::RestH1 => "rest-h1",
+            Transport::RestH2 => "rest-h2",
         }
     }
 }
@@ -68,9 +96,21 @@ pub struct Args {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "wait,reject,drop,drop-lifo,retry-naive,retry-budget"
+        default_value = "wait,reject,drop,drop-lifo,retry-naive,retry-budget,retry-after"
     )]
     pub policies: Vec<Policy>,
+    /// How callers reach the server, comma-separated; every policy and load runs on each
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "grpc,rest-h1,rest-h2"
+    )]
+    pub transports: Vec<Transport>,
+    /// HTTP/1.1 connections the REST caller may open: one call at a time on
+    /// each, so a call that finds them all busy waits for one
+    #[arg(long, default_value_t = 100)]
+    pub h1_connections: usize,
     /// Offered loads as multiples of capacity, comma-separated
     /// [default: 0.5,1,1.5,2,2.5,3; with --quick: 0.5,1,2,3]
     #[arg(long, value_delimiter = ',')]
@@ -134,6 +174,8 @@ pub struct Args {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     pub policies: Vec<Policy>,
+    pub transports: Vec<Transport>,
+    pub h1_connections: usize,
     pub loads: Vec<f64>,
     pub workers: usize,
     pub service: Duration,
@@ -182,6 +224,12 @@ impl Args {
         if self.policies.is_empty() {
             bail!("--policies: name at least one policy");
         }
+        if self.transports.is_empty() {
+            bail!("--transports: name at least one transport");
+        }
+        if self.h1_connections == 0 || self.h1_connections > 5000 {
+            bail!("--h1-connections must be between 1 and 5000");
+        }
         if self.workers == 0 || self.workers > 256 {
             bail!("--workers must be between 1 and 256");
         }
@@ -202,6 +250,8 @@ impl Args {
         }
         let config = Config {
             policies: self.policies.clone(),
+            transports: self.transports.clone(),
+            h1_connections: self.h1_connections,
             loads,
             workers: self.workers,
             service: self.service,
@@ -241,7 +291,7 @@ impl Config {
             Policy::Wait => (self.queue, Order::Fifo, false),
             Policy::Drop => (self.queue, Order::Fifo, true),
             Policy::DropLifo => (self.queue, Order::Lifo, true),
-            Policy::Reject | Policy::RetryNaive | Policy::RetryBudget => {
+            Policy::Reject | Policy::RetryNaive | Policy::RetryBudget | Policy::RetryAfter => {
                 (self.reject_queue, Order::Fifo, false)
             }
         };
@@ -261,6 +311,7 @@ impl Config {
             retry: match policy {
                 Policy::RetryNaive => Retry::Naive,
                 Policy::RetryBudget => Retry::Budgeted,
+                Policy::RetryAfter => Retry::WhenTold,
                 _ => Retry::Off,
             },
             max_attempts: self.max_attempts,
@@ -292,6 +343,7 @@ mod tests {
         assert_eq!(c.capacity(), 400.0);
         assert_eq!(c.loads, [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]);
         assert_eq!(c.policies, Policy::ALL);
+        assert_eq!(c.transports, Transport::ALL);
         let quick = Args::parse_from(["overload", "--quick"]).config().unwrap();
         assert_eq!(quick.loads, [0.5, 1.0, 2.0, 3.0]);
         assert!(quick.step < c.step);
@@ -299,6 +351,8 @@ mod tests {
         assert_eq!(c.rules(Policy::DropLifo).order, Order::Lifo);
         assert_eq!(c.rules(Policy::RetryNaive), c.rules(Policy::Reject));
         assert_eq!(c.retry_rules(Policy::Reject).retry, Retry::Off);
+        assert_eq!(c.rules(Policy::RetryAfter), c.rules(Policy::Reject));
+        assert_eq!(c.retry_rules(Policy::RetryAfter).retry, Retry::WhenTold);
     }
 
     #[test]
@@ -310,6 +364,7 @@ mod tests {
             (vec!["--deadline", "5ms"], "--deadline"),
             (vec!["--step", "1s", "--warmup", "2s"], "--warmup"),
             (vec!["--max-attempts", "0"], "--max-attempts"),
+            (vec!["--h1-connections", "0"], "--h1-connections"),
         ] {
             let parsed =
                 Args::try_parse_from(std::iter::once("overload").chain(args.iter().copied()))
@@ -318,5 +373,6 @@ mod tests {
             assert!(error.contains(flag), "{args:?}: {error}");
         }
         assert!(Args::try_parse_from(["overload", "--policies", "pray"]).is_err());
+        assert!(Args::try_parse_from(["overload", "--transports", "carrier-pigeon"]).is_err());
     }
 }

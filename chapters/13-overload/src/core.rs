@@ -44,7 +44,70 @@ impl Rules {
     pub fn capacity(&self) -> f64 {
         self.workers as f64 / self.service.as_secs_f64()
     }
+
+    /// How long the workers take to work off everything they can hold:
+    /// every worker busy and every queue place taken, as when a call is refused.
+    pub fn drain_time(&self) -> Duration {
+        (self.service * (self.workers + self.queue) as u32) / self.workers.max(1) as u32
+    }
 }
+
+// ANCHOR: pushback
+/// When a refused caller is told to come back. At first, after the
+/// [`Rules::drain_time`]: enough if the overload was a burst. But under
+/// sustained overload nothing frees a place for the refused calls, and
+/// callers that come back sooner only add to the load; so every window in
+/// which the server had to refuse doubles the delay it names (up to `cap`),
+/// and a window without refusals brings it back to the drain time.
+#[derive(Debug, Clone)]
+pub struct Pushback {
+    base: Duration,
+    cap: Duration,
+    window: Duration,
+    window_start: Instant,
+    refused_in_window: bool,
+    delay: Duration,
+}
+
+impl Pushback {
+    pub const WINDOW: Duration = Duration::from_millis(100);
+    pub const CAP: Duration = Duration::from_secs(1);
+
+    pub fn new(rules: &Rules, now: Instant) -> Pushback {
+        let base = rules.drain_time();
+        Pushback {
+            base,
+            cap: Pushback::CAP.max(base),
+            window: Pushback::WINDOW,
+            window_start: now,
+            refused_in_window: false,
+            delay: base,
+        }
+    }
+
+    /// A call is refused at `now`: the delay to name.
+    pub fn refused(&mut self, now: Instant) -> Duration {
+        self.roll(now);
+        self.refused_in_window = true;
+        self.delay
+    }
+
+    /// Moves to the window `now` is in, adjusting the delay for every
+    /// window that ended: doubled after one with refusals, back to the base
+    /// after one without.
+    fn roll(&mut self, now: Instant) {
+        while now >= self.window_start + self.window {
+            self.delay = if self.refused_in_window {
+                (self.delay * 2).min(self.cap)
+            } else {
+                self.base
+            };
+            self.refused_in_window = false;
+            self.window_start += self.window;
+        }
+    }
+}
+// ANCHOR_END: pushback
 
 /// A call inside the server: when it arrived, when its caller stops waiting
 /// (from `grpc-timeout`; none if the caller set no deadline), and whatever the
@@ -280,5 +343,22 @@ mod tests {
             margin: ms(2),
         };
         assert_eq!(r.capacity(), 400.0);
+        // Four held by the workers, four waiting: two rounds of 10 ms.
+        assert_eq!(Rules { queue: 4, ..r }.drain_time(), ms(20));
+    }
+
+    #[test]
+    fn pushback_doubles_while_refusals_go_on_and_resets_after_a_quiet_window() {
+        let t0 = Instant::now();
+        let mut p = Pushback::new(&rules(2, Order::Fifo, false), t0); // drain: 20 ms
+        assert_eq!(p.refused(t0), ms(20));
+        assert_eq!(p.refused(t0 + ms(99)), ms(20), "same window");
+        assert_eq!(p.refused(t0 + ms(100)), ms(40));
+        assert_eq!(p.refused(t0 + ms(250)), ms(80));
+        // Refusals every window: capped at a second.
+        let capped = (3..20).map(|w| p.refused(t0 + ms(100 * w))).last();
+        assert_eq!(capped, Some(Pushback::CAP));
+        // A window with no refusal (2000..2100) resets it.
+        assert_eq!(p.refused(t0 + ms(2150)), ms(20));
     }
 }

@@ -11,7 +11,7 @@ use tonic::Code;
 
 use crate::{
     client,
-    config::{Config, Policy},
+    config::{Config, Policy, Transport},
     records::{ArrivalRow, CallRow, WorkRow},
     server::Fate,
 };
@@ -37,9 +37,11 @@ pub struct ServerFigures {
     pub queue_max: usize,
 }
 
-/// One (policy, load) cell: what the callers saw, and what the server did.
+/// One (transport, policy, load) cell: what the callers saw, and what the
+/// server did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
+    pub transport: Transport,
     pub policy: Policy,
     /// Offered load as a multiple of capacity, and in calls per second.
     pub load: f64,
@@ -69,6 +71,7 @@ pub struct Cell {
 /// the end of the step.
 pub fn figures(
     config: &Config,
+    transport: Transport,
     policy: Policy,
     load: f64,
     calls: &[CallRow],
@@ -105,6 +108,7 @@ pub fn figures(
     let ok = good.len() as u64;
     let calls_n = measured.len() as u64;
     Cell {
+        transport,
         policy,
         load,
         offered_per_s: load * config.capacity(),

@@ -5,7 +5,7 @@
 //! - [`core`]: the rules that shed, queue, order and drop calls, with the
 //!   clock passed in and tested without a runtime; [`server`] runs them in a
 //!   fixed pool of workers behind the Greeter's `SayHello` on a real tonic
-//!   server.
+//!   server, and [`rest`] behind `POST /v1/greetings`, over HTTP/1.1 and HTTP/2.
 //! - [`client`]: one overall deadline per call, and naive or budgeted retries
 //!   of RESOURCE_EXHAUSTED (the budget is chapter 10's `RetryThrottle`).
 //! - [`config`]: the policies, loads and rules of a run, checked.
@@ -21,7 +21,8 @@ pub mod figures;
 pub mod metrics;
 pub mod records;
 pub mod render;
+pub mod rest;
 pub mod run;
 pub mod server;
 
-pub use config::{Args, Config, Policy};
+pub use config::{Args, Config, Policy, Transport};

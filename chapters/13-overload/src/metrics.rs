@@ -1,7 +1,7 @@
 //! Metrics while the experiment runs (`--metrics-addr`): for the cell
 //! running now, calls by fate (served, wasted, dropped at dequeue, shed at
 //! the door) and the pool's busy workers and waiting calls. Each cell is a
-//! fresh server, so its series carry the cell's `policy` and `load` labels
+//! fresh server, so its series carry the cell's `transport`, `policy` and `load` labels
 //! and start from zero; a finished cell's series leave the scrape.
 
 use std::{
@@ -24,6 +24,7 @@ use crate::server::{Fate, Pool};
 pub struct Watch(Arc<Mutex<Option<Cell>>>);
 
 struct Cell {
+    transport: &'static str,
     policy: &'static str,
     load: String,
     pool: Arc<Pool>,
@@ -31,8 +32,9 @@ struct Cell {
 
 impl Watch {
     /// From now on, scrapes read `pool`, the server of this cell.
-    pub fn show(&self, policy: &'static str, load: f64, pool: Arc<Pool>) {
+    pub fn show(&self, transport: &'static str, policy: &'static str, load: f64, pool: Arc<Pool>) {
         *self.0.lock().unwrap() = Some(Cell {
+            transport,
             policy,
             load: load.to_string(),
             pool,
@@ -70,6 +72,7 @@ impl Collector for Watch {
         let Some(cell) = cell.as_ref() else {
             return Ok(());
         };
+        let transport = ("transport", cell.transport);
         let (policy, load) = (("policy", cell.policy), ("load", cell.load.as_str()));
         let mut calls = e.encode_descriptor(
             "overload_calls",
@@ -78,7 +81,7 @@ impl Collector for Watch {
             MetricType::Counter,
         )?;
         for (fate, n) in cell.pool.fates() {
-            let labels = [policy, load, ("fate", fate_name(fate))];
+            let labels = [transport, policy, load, ("fate", fate_name(fate))];
             ConstCounter::new(n as u64).encode(calls.encode_family(&labels)?)?;
         }
         let (busy, waiting) = cell.pool.load();
@@ -87,7 +90,8 @@ impl Collector for Watch {
             ("overload_waiting_calls", "Calls in the queue now", waiting),
         ] {
             let mut gauge = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            ConstGauge::new(value as i64).encode(gauge.encode_family(&[policy, load])?)?;
+            ConstGauge::new(value as i64)
+                .encode(gauge.encode_family(&[transport, policy, load])?)?;
         }
         Ok(())
     }

@@ -9,9 +9,12 @@ use harness::records::{ms, opt_ms};
 use loadgen::Outcome;
 use serde::{Deserialize, Serialize};
 
-use crate::{config::Policy, server::Fate};
+use crate::{
+    config::{Policy, Transport},
+    server::Fate,
+};
 
-/// One call: `raw/POLICY-LOADx-calls.csv`.
+/// One call: `raw/TRANSPORT-POLICY-LOADx-calls.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRow {
     pub index: u64,
@@ -37,7 +40,7 @@ impl CallRow {
     }
 }
 
-/// One call inside the server: `raw/POLICY-LOADx-server.csv`. `started` and
+/// One call inside the server: `raw/TRANSPORT-POLICY-LOADx-server.csv`. `started` and
 /// `ended` are the worker's time, for served and wasted calls only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkRow {
@@ -56,7 +59,7 @@ pub struct WorkRow {
 }
 
 /// Every arrival, including calls still waiting when the cell ended (which
-/// have no [`WorkRow`]): `raw/POLICY-LOADx-arrivals.csv`.
+/// have no [`WorkRow`]): `raw/TRANSPORT-POLICY-LOADx-arrivals.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArrivalRow {
     #[serde(rename = "arrived_ms", with = "ms")]
@@ -65,6 +68,10 @@ pub struct ArrivalRow {
 }
 
 /// The file of one kind of record of one cell, under `raw/`.
-pub fn raw_file(policy: Policy, load: f64, kind: &str) -> String {
-    format!("raw/{}-{load}x-{kind}.csv", policy.name())
+pub fn raw_file(transport: Transport, policy: Policy, load: f64, kind: &str) -> String {
+    format!(
+        "raw/{}-{}-{load}x-{kind}.csv",
+        transport.name(),
+        policy.name()
+    )
 }

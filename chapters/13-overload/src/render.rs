@@ -1,6 +1,7 @@
 //! From the raw records to the report: every cell's figures recomputed from
-//! its rows, then `cells.csv`, `results.json`, `results.md` (tables only) and
-//! the charts against offered load.
+//! its rows, then `cells.csv`, `results.json`, `results.md` (a table per
+//! transport), `transports.md` (the transports side by side) and the charts
+//! against offered load, a panel per transport.
 
 use std::{fmt::Write as _, path::Path};
 
@@ -13,13 +14,13 @@ use harness::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    config::{Config, Policy},
+    config::{Config, Policy, Transport},
     figures::{Cell, figures, share},
     records::{ArrivalRow, CallRow, WorkRow, raw_file},
 };
 
-/// The Markdown table: one row per cell, grouped by policy.
-fn table(config: &Config, cells: &[Cell]) -> String {
+/// The Markdown table of one transport: one row per cell, grouped by policy.
+fn table(config: &Config, transport: Transport, cells: &[Cell]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -30,7 +31,10 @@ fn table(config: &Config, cells: &[Cell]) -> String {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for &policy in &config.policies {
-        for c in cells.iter().filter(|c| c.policy == policy) {
+        for c in cells
+            .iter()
+            .filter(|c| c.transport == transport && c.policy == policy)
+        {
             let ms = |count: u64, v: f64| {
                 if count == 0 {
                     "-".to_string()
@@ -60,12 +64,60 @@ fn table(config: &Config, cells: &[Cell]) -> String {
     out
 }
 
+// ANCHOR: side_by_side
+/// The transports side by side: per policy and load, each figure as
+/// `grpc / rest-h1 / rest-h2` (in the run's order of transports).
+fn side_by_side(config: &Config, cells: &[Cell]) -> String {
+    let names: Vec<&str> = config.transports.iter().map(|t| t.name()).collect();
+    let mut out = format!(
+        "Each figure: {}.\n\n| policy | load | goodput/s | ok p99 ms | refused | wasted work | attempts/call |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        names.join(" / ")
+    );
+    for &policy in &config.policies {
+        for &load in &config.loads {
+            let row: Vec<&Cell> = config
+                .transports
+                .iter()
+                .filter_map(|&t| {
+                    cells
+                        .iter()
+                        .find(|c| c.transport == t && c.policy == policy && c.load == load)
+                })
+                .collect();
+            let each = |f: &dyn Fn(&Cell) -> String| {
+                row.iter().map(|c| f(c)).collect::<Vec<_>>().join(" / ")
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {load}x | {} | {} | {} | {} | {} |",
+                policy.name(),
+                each(&|c| format!("{:.0}", c.goodput_per_s)),
+                each(&|c| format!("{:.1}", c.ok_latency.p99_ms)),
+                each(&|c| format!("{:.0}%", share(c.refused, c.calls))),
+                each(&|c| format!("{:.0}%", c.server.wasted_share * 100.0)),
+                each(&|c| format!("{:.2}", c.attempts_per_call)),
+            );
+        }
+    }
+    out
+}
+// ANCHOR_END: side_by_side
+
 /// One cell's figures, from its raw records.
-fn read_cell(config: &Config, folder: &Folder, policy: Policy, load: f64) -> anyhow::Result<Cell> {
-    let calls: Vec<CallRow> = folder.read_csv(&raw_file(policy, load, "calls"))?;
-    let work: Vec<WorkRow> = folder.read_csv(&raw_file(policy, load, "server"))?;
-    let arrivals: Vec<ArrivalRow> = folder.read_csv(&raw_file(policy, load, "arrivals"))?;
-    Ok(figures(config, policy, load, &calls, &work, &arrivals))
+fn read_cell(
+    config: &Config,
+    folder: &Folder,
+    transport: Transport,
+    policy: Policy,
+    load: f64,
+) -> anyhow::Result<Cell> {
+    let file = |kind| raw_file(transport, policy, load, kind);
+    let calls: Vec<CallRow> = folder.read_csv(&file("calls"))?;
+    let work: Vec<WorkRow> = folder.read_csv(&file("server"))?;
+    let arrivals: Vec<ArrivalRow> = folder.read_csv(&file("arrivals"))?;
+    Ok(figures(
+        config, transport, policy, load, &calls, &work, &arrivals,
+    ))
 }
 
 /// `results.json`: every cell's figures, with the settings they came from.
@@ -82,7 +134,9 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let mut cells = Vec::new();
     for &load in &config.loads {
         for &policy in &config.policies {
-            cells.push(read_cell(config, folder, policy, load)?);
+            for &transport in &config.transports {
+                cells.push(read_cell(config, folder, transport, policy, load)?);
+            }
         }
     }
     folder.write_csv(
@@ -106,15 +160,26 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         config.step.as_secs_f64(),
         config.warmup.as_secs_f64(),
     );
-    let table = table(config, &cells);
-    folder.write_text("results.md", &format!("{settings}{table}"))?;
+    let mut tables = settings;
+    for &transport in &config.transports {
+        let _ = writeln!(tables, "### {}\n", transport.name());
+        let _ = writeln!(tables, "{}", table(config, transport, &cells));
+    }
+    folder.write_text("results.md", &tables)?;
+    let side_by_side = side_by_side(config, &cells);
+    folder.write_text("transports.md", &side_by_side)?;
     charts(config, &cells, folder)?;
-    Ok(table)
+    Ok(if config.transports.len() > 1 {
+        side_by_side
+    } else {
+        tables
+    })
 }
 
 /// One row of `cells.csv`: a cell's figures, flat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellCsv {
+    pub transport: Transport,
     pub policy: Policy,
     pub load: f64,
     pub offered_per_s: f64,
@@ -144,6 +209,7 @@ impl CellCsv {
     fn of(c: &Cell) -> CellCsv {
         let s = &c.server;
         CellCsv {
+            transport: c.transport,
             policy: c.policy,
             load: c.load,
             offered_per_s: c.offered_per_s,
@@ -171,28 +237,41 @@ impl CellCsv {
     }
 }
 
-/// One series per policy: `value` of each of its cells against the load.
-fn per_policy(config: &Config, cells: &[Cell], value: impl Fn(&Cell) -> f64) -> Vec<Series> {
+/// A panel per transport; in each, a series per policy: `value` of each of
+/// its cells against the load.
+fn per_policy(
+    config: &Config,
+    cells: &[Cell],
+    y: &str,
+    value: impl Fn(&Cell) -> f64,
+) -> Vec<Panel> {
     config
-        .policies
+        .transports
         .iter()
-        .map(|&p| {
-            let points = cells
+        .map(|&t| Panel {
+            y_label: if config.transports.len() > 1 {
+                format!("{} {y}", t.name())
+            } else {
+                y.to_string()
+            },
+            series: config
+                .policies
                 .iter()
-                .filter(|c| c.policy == p)
-                .map(|c| (c.load, value(c)))
-                .collect();
-            Series::line(p.name(), points)
+                .map(|&p| {
+                    let points = cells
+                        .iter()
+                        .filter(|c| c.transport == t && c.policy == p)
+                        .map(|c| (c.load, value(c)))
+                        .collect();
+                    Series::line(p.name(), points)
+                })
+                .collect(),
         })
         .collect()
 }
 
-/// The report's four charts: file name, title, and the chart.
-fn charts_of(config: &Config, cells: &[Cell]) -> [(&'static str, String, Panel); 4] {
-    let panel = |y: &str, series| Panel {
-        y_label: y.to_string(),
-        series,
-    };
+/// The report's four charts: file name, title, and the chart's panels.
+fn charts_of(config: &Config, cells: &[Cell]) -> [(&'static str, String, Vec<Panel>); 4] {
     [
         (
             "goodput.svg",
@@ -200,52 +279,39 @@ fn charts_of(config: &Config, cells: &[Cell]) -> [(&'static str, String, Panel);
                 "Goodput: successes within the deadline (capacity {:.0}/s)",
                 config.capacity()
             ),
-            panel("calls/s", per_policy(config, cells, |c| c.goodput_per_s)),
+            per_policy(config, cells, "calls/s", |c| c.goodput_per_s),
         ),
         (
             "wasted.svg",
             "Wasted work: server time on calls whose caller had given up".into(),
-            panel(
-                "% of busy time",
-                per_policy(config, cells, |c| c.server.wasted_share * 100.0),
-            ),
+            per_policy(config, cells, "% of busy time", |c| {
+                c.server.wasted_share * 100.0
+            }),
         ),
         (
             "amplification.svg",
             "Amplification: attempts per offered call".into(),
-            panel(
-                "attempts / call",
-                per_policy(config, cells, |c| c.attempts_per_call),
-            ),
+            per_policy(config, cells, "attempts / call", |c| c.attempts_per_call),
         ),
         (
             "latency.svg",
             "Successful calls: p99 latency from when they were due".into(),
-            panel("ms", per_policy(config, cells, |c| c.ok_latency.p99_ms)),
+            per_policy(config, cells, "ms", |c| c.ok_latency.p99_ms),
         ),
     ]
 }
 
 const X_LABEL: &str = "offered load (x capacity)";
 
-/// The y axes of [`charts_of`]'s charts on the live page, which has no room
-/// for their titles.
-const LIVE_Y_LABELS: [&str; 4] = [
-    "goodput (calls/s)",
-    "wasted work (% of busy time)",
-    "attempts / call",
-    "p99 of successful calls (ms)",
-];
-
 fn charts(config: &Config, cells: &[Cell], folder: &Folder) -> anyhow::Result<()> {
     for (file, title, panel) in charts_of(config, cells) {
-        panels(&folder.join(file), &title, X_LABEL, &[panel])?;
+        panels(&folder.join(file), &title, X_LABEL, &panel)?;
     }
     Ok(())
 }
 
-/// What `--live` draws: the report's four charts, from the cells that have
-/// ended so far (a cell's raw records are written as it ends), so the curves
+/// What `--live` draws: goodput and attempts per call for each transport,
+/// from the cells that have ended so far (a cell's raw records are written as it ends), so the curves
 /// grow a point at a time while the run goes on.
 pub fn live(dir: &Path) -> anyhow::Result<Figure> {
     let folder = Folder::open(dir)?;
@@ -253,29 +319,33 @@ pub fn live(dir: &Path) -> anyhow::Result<Figure> {
     let mut cells = Vec::new();
     for &load in &config.loads {
         for &policy in &config.policies {
-            // Written last of a cell's three files: the cell has ended.
-            if folder.join(raw_file(policy, load, "arrivals")).exists() {
-                // A file caught while being written is read on the next frame.
-                if let Ok(cell) = read_cell(&config, &folder, policy, load) {
-                    cells.push(cell);
+            for &transport in &config.transports {
+                // Written last of a cell's three files: the cell has ended.
+                if folder
+                    .join(raw_file(transport, policy, load, "arrivals"))
+                    .exists()
+                {
+                    // A file caught while being written is read on the next frame.
+                    if let Ok(cell) = read_cell(&config, &folder, transport, policy, load) {
+                        cells.push(cell);
+                    }
                 }
             }
         }
     }
+    let goodput = per_policy(&config, &cells, "goodput (calls/s)", |c| c.goodput_per_s);
+    let attempts = per_policy(&config, &cells, "attempts / call", |c| c.attempts_per_call);
     Ok(Figure {
         title: format!(
             "{} of {} cells so far",
             cells.len(),
-            config.loads.len() * config.policies.len()
+            config.loads.len() * config.policies.len() * config.transports.len()
         ),
         x_label: X_LABEL.into(),
-        panels: charts_of(&config, &cells)
+        panels: goodput
             .into_iter()
-            .zip(LIVE_Y_LABELS)
-            .map(|((_, _, panel), y_label)| Panel {
-                y_label: y_label.into(),
-                ..panel
-            })
+            .zip(attempts)
+            .flat_map(|(g, a)| [g, a])
             .collect(),
     })
 }
@@ -301,7 +371,7 @@ mod tests {
         let folder = Folder::create(&out).unwrap();
         folder.write_json(CONFIG, &config).unwrap();
         let (first, second) = (config.policies[0], config.policies[1]);
-        let load = config.loads[0];
+        let (load, grpc) = (config.loads[0], config.transports[0]);
         let ms = Duration::from_millis;
         let calls: Vec<CallRow> = (0..4u64)
             .map(|i| CallRow {
@@ -333,34 +403,36 @@ mod tests {
             })
             .collect();
         folder
-            .write_csv(&raw_file(first, load, "calls"), &calls)
+            .write_csv(&raw_file(grpc, first, load, "calls"), &calls)
             .unwrap();
         folder
-            .write_csv(&raw_file(first, load, "server"), &work)
+            .write_csv(&raw_file(grpc, first, load, "server"), &work)
             .unwrap();
         folder
-            .write_csv(&raw_file(first, load, "arrivals"), &arrivals)
+            .write_csv(&raw_file(grpc, first, load, "arrivals"), &arrivals)
             .unwrap();
         // The second policy's cell is still running: its calls are written,
         // its arrivals (written last) not yet.
         folder
-            .write_csv(&raw_file(second, load, "calls"), &calls)
+            .write_csv(&raw_file(grpc, second, load, "calls"), &calls)
             .unwrap();
 
         let figure = live(&out).unwrap();
-        let cells = config.loads.len() * config.policies.len();
+        let cells = config.loads.len() * config.policies.len() * config.transports.len();
         assert_eq!(figure.title, format!("1 of {cells} cells so far"));
-        assert_eq!(figure.panels.len(), 4);
-        for panel in &figure.panels {
+        // Goodput and attempts, for each transport, the first's first.
+        assert_eq!(figure.panels.len(), 2 * config.transports.len());
+        for (i, panel) in figure.panels.iter().enumerate() {
             let drawn: Vec<usize> = panel.series.iter().map(|s| s.points.len()).collect();
-            assert_eq!(drawn[0], 1, "{}", panel.y_label);
+            let ended = if i < 2 { 1 } else { 0 };
+            assert_eq!(drawn[0], ended, "{}", panel.y_label);
             assert!(
                 drawn[1..].iter().all(|&n| n == 0),
                 "{}: {drawn:?}",
                 panel.y_label
             );
-            assert_eq!(panel.series[0].points[0].0, load);
         }
+        assert_eq!(figure.panels[0].series[0].points[0].0, load);
         // A folder that is not a run's is an error that says so.
         let error = live(dir.path()).unwrap_err().to_string();
         assert!(error.contains("meta.json"), "{error}");

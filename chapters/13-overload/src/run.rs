@@ -1,6 +1,6 @@
-//! The measurement: every policy at every load, each (policy, load) cell on a
-//! fresh server so that no cell inherits another's backlog; each cell's raw
-//! records go to `raw/` as it ends.
+//! The measurement: every policy at every load over every transport, each
+//! (transport, policy, load) cell on a fresh server so that no cell inherits
+//! another's backlog; each cell's raw records go to `raw/` as it ends.
 
 use std::{
     net::SocketAddr,
@@ -11,7 +11,6 @@ use std::{
     time::Duration,
 };
 
-use anyhow::Context;
 use harness::{Folder, live::Live};
 use loadgen::{
     Timer,
@@ -20,13 +19,11 @@ use loadgen::{
     schedule::Schedule,
 };
 use perf::retry::RetryThrottle;
-use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tokio::time::{Instant, sleep};
-use tonic::{Code, transport::Endpoint};
 
 use crate::{
-    client,
-    config::{Config, Policy},
+    client::{self, Caller},
+    config::{Config, Policy, Transport},
     figures::{figures, line},
     metrics::Watch,
     records::{ArrivalRow, CallRow, WorkRow, raw_file},
@@ -37,8 +34,10 @@ use crate::{
 /// needs (offered rate x deadline), so it never decides anything.
 pub const MAX_IN_FLIGHT: usize = 20_000;
 
-/// Runs every cell (loads in order; at each load, every policy in turn),
-/// with a line per cell on stderr.
+/// Runs every cell (loads in order; at each load, every policy in turn, and
+/// each policy over every transport, one after the other, so that the
+/// transports are compared side by side in time), with a line per cell on
+/// stderr.
 pub async fn run(
     config: &Config,
     folder: &Folder,
@@ -53,7 +52,7 @@ pub async fn run(
         }
         None => None,
     };
-    let cells_total = config.loads.len() * config.policies.len();
+    let cells_total = config.loads.len() * config.policies.len() * config.transports.len();
     eprintln!(
         "capacity {} workers x {} ms = {:.0} calls/s; deadline {} ms; {} cells of {:.1} s ({:.1} s warm-up left out)",
         config.workers,
@@ -67,44 +66,47 @@ pub async fn run(
     let mut done = 0;
     for &load in &config.loads {
         for &policy in &config.policies {
-            done += 1;
-            let label = format!(
-                "[{done}/{cells_total}] {} at {load}x = {:.0} calls/s",
-                policy.name(),
-                load * config.capacity()
-            );
-            eprintln!("{label}");
-            if let Some(live) = live {
-                live.watch(label, folder.path());
+            for &transport in &config.transports {
+                done += 1;
+                let label = format!(
+                    "[{done}/{cells_total}] {} over {} at {load}x = {:.0} calls/s",
+                    policy.name(),
+                    transport.name(),
+                    load * config.capacity()
+                );
+                eprintln!("{label}");
+                if let Some(live) = live {
+                    live.watch(label, folder.path());
+                }
+                let (calls, work, arrivals) =
+                    run_cell(config, transport, policy, load, watch.as_ref()).await?;
+                let file = |kind| raw_file(transport, policy, load, kind);
+                folder.write_csv(&file("calls"), &calls)?;
+                folder.write_csv(&file("server"), &work)?;
+                folder.write_csv(&file("arrivals"), &arrivals)?;
+                let cell = figures(config, transport, policy, load, &calls, &work, &arrivals);
+                eprintln!("    {}", line(&cell, config));
             }
-            let (calls, work, arrivals) = run_cell(config, policy, load, watch.as_ref()).await?;
-            folder.write_csv(&raw_file(policy, load, "calls"), &calls)?;
-            folder.write_csv(&raw_file(policy, load, "server"), &work)?;
-            folder.write_csv(&raw_file(policy, load, "arrivals"), &arrivals)?;
-            let cell = figures(config, policy, load, &calls, &work, &arrivals);
-            eprintln!("    {}", line(&cell, config));
         }
     }
     Ok(())
 }
 
-/// Runs one cell: a fresh server with the policy's rules, open-loop calls at
-/// `load` x capacity for `config.step`, each with the policy's retries.
+/// Runs one cell: a fresh server with the policy's rules, open-loop calls
+/// over `transport` at `load` x capacity for `config.step`, each with the
+/// policy's retries.
 pub async fn run_cell(
     config: &Config,
+    transport: Transport,
     policy: Policy,
     load: f64,
     watch: Option<&Watch>,
 ) -> anyhow::Result<(Vec<CallRow>, Vec<WorkRow>, Vec<ArrivalRow>)> {
     let server = Running::start(config.rules(policy)).await?;
     if let Some(watch) = watch {
-        watch.show(policy.name(), load, server.pool.clone());
+        watch.show(transport.name(), policy.name(), load, server.pool.clone());
     }
-    let channel = Endpoint::from_shared(server.url())?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to our own server at {}", server.url()))?;
-    let greeter = GreeterClient::new(channel);
+    let caller = Caller::connect(transport, &server, config.h1_connections).await?;
     let slots = Schedule::constant(load * config.capacity(), config.step).slots();
     let attempts: Arc<Vec<AtomicU32>> = Arc::new(slots.iter().map(|_| AtomicU32::new(0)).collect());
     let shared = Arc::new(client::Shared::new(
@@ -125,34 +127,22 @@ pub async fn run_cell(
         deadline + Duration::from_secs(1),
         counters,
         |slot| {
-            let (greeter, attempts, shared) = (greeter.clone(), attempts.clone(), shared.clone());
+            let (caller, attempts, shared) = (caller.clone(), attempts.clone(), shared.clone());
             // One overall deadline, counted from when the call was due.
             let call_deadline = base + slot.due + deadline;
             async move {
                 let ended = client::call(&rules, &shared, call_deadline, |remaining| {
-                    let mut greeter = greeter.clone();
-                    let mut request = tonic::Request::new(HelloRequest {
-                        name: format!("call {}", slot.index),
-                        delay_ms: 0,
-                    });
-                    // Sent as grpc-timeout: the server learns when we give up.
-                    request.set_timeout(remaining);
+                    let caller = caller.clone();
                     async move {
-                        greeter
-                            .say_hello(request)
+                        caller
+                            .attempt(format!("call {}", slot.index), remaining)
                             .await
-                            .map(drop)
-                            .map_err(|s| match s.code() {
-                                // tonic reports its own client-side timeout as CANCELLED.
-                                Code::Cancelled => Code::DeadlineExceeded,
-                                code => code,
-                            })
                     }
                 })
                 .await;
                 attempts[slot.index as usize].store(ended.attempts, Ordering::Relaxed);
-                ended.result.map_err(|code| SendError {
-                    code: code_name(code),
+                ended.result.map_err(|failure| SendError {
+                    code: code_name(failure.code),
                     fatal: false,
                 })
             }

@@ -12,8 +12,10 @@
 //! expensive, and what the deadline check saves.
 
 use std::{
+    collections::HashMap,
     net::SocketAddr,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use proto::greeter::v1::{
@@ -26,9 +28,10 @@ use tokio::{
     task::JoinSet,
     time::{Instant, sleep_until},
 };
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::core::{Core, Job};
+use crate::core::{Core, Job, Pushback};
 pub use crate::core::{Order, Rules};
 
 /// How one call ended inside the server.
@@ -67,9 +70,19 @@ pub enum Done {
 
 type Reply = (oneshot::Sender<Done>, usize);
 
+/// A call refused at the door, and what its caller is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// When to come back: [`Pushback`].
+    pub retry_after: Duration,
+    pub workers: usize,
+    pub queue: usize,
+}
+
 /// The core, run by `workers` tasks.
 pub struct Pool {
     core: Mutex<Core<Reply>>,
+    pushback: Mutex<Pushback>,
     wake: Notify,
     records: Mutex<Vec<Work>>,
     /// Every arrival, with the number of calls already waiting.
@@ -82,6 +95,7 @@ impl Pool {
     pub fn start(rules: Rules) -> Arc<Pool> {
         let pool = Arc::new(Pool {
             core: Mutex::new(Core::new(rules)),
+            pushback: Mutex::new(Pushback::new(&rules, Instant::now())),
             wake: Notify::new(),
             records: Mutex::new(Vec::new()),
             arrivals: Mutex::new(Vec::new()),
@@ -105,7 +119,7 @@ impl Pool {
         &self,
         arrived: Instant,
         deadline: Option<Instant>,
-    ) -> Result<oneshot::Receiver<Done>, Status> {
+    ) -> Result<oneshot::Receiver<Done>, Refused> {
         let (tx, rx) = oneshot::channel();
         let mut core = self.core.lock().unwrap();
         let waiting = core.waiting();
@@ -115,6 +129,7 @@ impl Pool {
             deadline,
             reply: (tx, waiting),
         };
+        let rules = *core.rules();
         match core.arrive(job) {
             Ok(_) => {
                 drop(core);
@@ -131,9 +146,11 @@ impl Pool {
                     waiting_ahead: waiting,
                     fate: Fate::Shed,
                 });
-                Err(Status::resource_exhausted(
-                    "overloaded: every worker busy and the queue full",
-                ))
+                Err(Refused {
+                    retry_after: self.pushback.lock().unwrap().refused(arrived),
+                    workers: rules.workers,
+                    queue: rules.queue,
+                })
             }
         }
     }
@@ -246,7 +263,7 @@ impl Greeter for OverloadGreeter {
         let arrived = Instant::now();
         // The caller's deadline travels with the call, as grpc-timeout.
         let deadline = grpc_server::lifetime::grpc_timeout(request.metadata()).map(|t| arrived + t);
-        let done = self.pool.submit(arrived, deadline)?;
+        let done = self.pool.submit(arrived, deadline).map_err(refusal)?;
         match done.await {
             Ok(Done::Served) => Ok(Response::new(HelloReply {
                 message: grpc_server::greeting(&request.get_ref().name),
@@ -260,11 +277,39 @@ impl Greeter for OverloadGreeter {
 }
 // ANCHOR_END: handler
 
-/// A running server: plaintext HTTP/2 on a loopback port chosen by the system.
+/// The domain of this server's `ErrorInfo` reasons.
+pub const ERROR_DOMAIN: &str = "overload.workshop.example";
+
+// ANCHOR: refusal
+/// RESOURCE_EXHAUSTED, with details a program can act on (`google.rpc`
+/// messages in `grpc-status-details-bin`): `RetryInfo` says when to come
+/// back, `ErrorInfo` names the reason and the limits that were hit.
+pub fn refusal(refused: Refused) -> Status {
+    let mut details = ErrorDetails::with_retry_info(Some(refused.retry_after));
+    details.set_error_info(
+        "OVERLOADED",
+        ERROR_DOMAIN,
+        HashMap::from([
+            ("workers".to_string(), refused.workers.to_string()),
+            ("queue".to_string(), refused.queue.to_string()),
+        ]),
+    );
+    Status::with_error_details(
+        Code::ResourceExhausted,
+        "overloaded: every worker busy and the queue full",
+        details,
+    )
+}
+// ANCHOR_END: refusal
+
+/// A running server: one pool of workers, behind gRPC (plaintext HTTP/2) on
+/// one loopback port and REST ([`crate::rest`]) on another, both chosen by
+/// the system.
 pub struct Running {
     pub addr: SocketAddr,
+    pub rest_addr: SocketAddr,
     pub pool: Arc<Pool>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: [tokio::task::JoinHandle<()>; 2],
 }
 
 /// HTTP/2 streams one connection may have open. Explicit, so that no hidden
@@ -272,7 +317,7 @@ pub struct Running {
 pub const MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
 impl Running {
-    /// Starts the pool and a tonic server for it on 127.0.0.1, port 0.
+    /// Starts the pool, a tonic server and a REST server for it on 127.0.0.1.
     pub async fn start(rules: Rules) -> anyhow::Result<Running> {
         let pool = Pool::start(rules);
         // TCP_NODELAY: without it, Nagle's algorithm and delayed ACKs hold
@@ -281,24 +326,44 @@ impl Running {
             .with_nodelay(Some(true));
         let addr = incoming.local_addr()?;
         let service = GreeterServer::new(OverloadGreeter::new(pool.clone()));
-        let task = tokio::spawn(async move {
+        let grpc = tokio::spawn(async move {
             let _ = tonic::transport::Server::builder()
                 .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
                 .add_service(service)
                 .serve_with_incoming(incoming)
                 .await;
         });
-        Ok(Running { addr, pool, task })
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let rest_addr = listener.local_addr()?;
+        let rest = tokio::spawn(crate::rest::serve(
+            listener,
+            crate::rest::router(pool.clone()),
+        ));
+        Ok(Running {
+            addr,
+            rest_addr,
+            pool,
+            tasks: [grpc, rest],
+        })
     }
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
+
+    /// The REST resource's URL.
+    pub fn greetings_url(&self) -> String {
+        format!("http://{}/v1/greetings", self.rest_addr)
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.task.abort();
+        // Aborting the accept loops leaves connections already accepted
+        // running in their own tasks; stopping the pool ends their calls.
+        for task in &self.tasks {
+            task.abort();
+        }
         self.pool.stop();
     }
 }

@@ -4,7 +4,7 @@
 
 use std::{cell::Cell, time::Duration};
 
-use overload::client::{Next, Retry, RetryRules, Shared, Stop, amplification, call};
+use overload::client::{Failure, Next, Retry, RetryRules, Shared, Stop, amplification, call};
 use perf::retry::RetryThrottle;
 use tokio::time::Instant;
 use tonic::Code;
@@ -26,10 +26,10 @@ async fn against_a_full_server(retry: Retry, calls: usize) -> Vec<u32> {
     for _ in 0..calls {
         let deadline = Instant::now() + Duration::from_millis(300);
         let ended = call(&rules(retry), &shared, deadline, |_| async {
-            Err(Code::ResourceExhausted)
+            Err(Code::ResourceExhausted.into())
         })
         .await;
-        assert_eq!(ended.result, Err(Code::ResourceExhausted));
+        assert_eq!(ended.result, Err(Code::ResourceExhausted.into()));
         attempts.push(ended.attempts);
     }
     attempts
@@ -63,7 +63,7 @@ async fn one_refusal_then_success_counts_two_attempts_and_refills_the_budget() {
         let first = tries.get() == 1;
         async move {
             if first {
-                Err(Code::ResourceExhausted)
+                Err(Code::ResourceExhausted.into())
             } else {
                 Ok(())
             }
@@ -88,7 +88,7 @@ async fn no_attempt_outlives_the_one_deadline() {
         deadline,
         |remaining| async move {
             tokio::time::sleep(remaining).await;
-            Err(Code::DeadlineExceeded)
+            Err(Code::DeadlineExceeded.into())
         },
     )
     .await;
@@ -103,19 +103,19 @@ const LOTS: Duration = Duration::from_secs(10);
 fn only_refusals_are_retried() {
     let naive = rules(Retry::Naive);
     assert_eq!(
-        naive.after_failure(1, Code::ResourceExhausted, LOTS, false, 0.5),
+        naive.after_failure(1, Code::ResourceExhausted.into(), LOTS, false, 0.5),
         Next::RetryAfter(Duration::ZERO)
     );
     assert_eq!(
-        naive.after_failure(1, Code::DeadlineExceeded, LOTS, true, 0.5),
+        naive.after_failure(1, Code::DeadlineExceeded.into(), LOTS, true, 0.5),
         Next::Stop(Stop::NotRetryable)
     );
     assert_eq!(
-        naive.after_failure(5, Code::ResourceExhausted, LOTS, true, 0.5),
+        naive.after_failure(5, Code::ResourceExhausted.into(), LOTS, true, 0.5),
         Next::Stop(Stop::Attempts)
     );
     assert_eq!(
-        rules(Retry::Off).after_failure(1, Code::ResourceExhausted, LOTS, true, 0.5),
+        rules(Retry::Off).after_failure(1, Code::ResourceExhausted.into(), LOTS, true, 0.5),
         Next::Stop(Stop::Off)
     );
 }
@@ -126,27 +126,27 @@ fn budgeted_backoff_grows_is_jittered_capped_and_fits_the_deadline() {
     let re = Code::ResourceExhausted;
     let ms = Duration::from_millis;
     assert_eq!(
-        b.after_failure(1, re, LOTS, true, 0.5),
+        b.after_failure(1, re.into(), LOTS, true, 0.5),
         Next::RetryAfter(ms(12) + Duration::from_micros(500))
     );
     assert_eq!(
-        b.after_failure(3, re, LOTS, true, 0.5),
+        b.after_failure(3, re.into(), LOTS, true, 0.5),
         Next::RetryAfter(ms(50))
     );
     assert_eq!(
-        b.after_failure(4, re, LOTS, true, 0.999_999),
+        b.after_failure(4, re.into(), LOTS, true, 0.999_999),
         Next::RetryAfter(ms(200).mul_f64(0.999_999))
     );
     assert_eq!(
-        b.after_failure(1, re, LOTS, true, 0.0),
+        b.after_failure(1, re.into(), LOTS, true, 0.0),
         Next::RetryAfter(Duration::ZERO)
     );
     assert_eq!(
-        b.after_failure(1, re, LOTS, false, 0.5),
+        b.after_failure(1, re.into(), LOTS, false, 0.5),
         Next::Stop(Stop::Budget)
     );
     assert_eq!(
-        b.after_failure(3, re, ms(40), true, 0.9),
+        b.after_failure(3, re.into(), ms(40), true, 0.9),
         Next::Stop(Stop::Deadline)
     );
 }
@@ -172,4 +172,64 @@ fn amplification_is_attempts_over_calls() {
     assert_eq!(amplification([1, 1, 1, 1]), 1.0);
     assert_eq!(amplification([5, 1, 3, 3]), 3.0);
     assert_eq!(amplification([]), 0.0);
+}
+
+#[test]
+fn when_told_waits_at_least_the_named_delay_and_never_past_the_deadline() {
+    let told = rules(Retry::WhenTold);
+    let ms = Duration::from_millis;
+    let refused = |after: Option<Duration>| Failure {
+        code: Code::ResourceExhausted,
+        retry_after: after,
+    };
+    assert_eq!(
+        told.after_failure(1, refused(Some(ms(20))), LOTS, false, 0.0),
+        Next::RetryAfter(ms(20)),
+        "the throttle's budget is not this policy's"
+    );
+    assert_eq!(
+        told.after_failure(1, refused(Some(ms(20))), LOTS, true, 0.5),
+        Next::RetryAfter(ms(30))
+    );
+    assert_eq!(
+        told.after_failure(1, refused(None), LOTS, true, 0.5),
+        Next::Stop(Stop::NotTold)
+    );
+    // HTTP's Retry-After counts whole seconds: within a 300 ms deadline it
+    // means "not in this call".
+    assert_eq!(
+        told.after_failure(1, refused(Some(Duration::from_secs(1))), ms(290), true, 0.0),
+        Next::Stop(Stop::Deadline)
+    );
+    assert_eq!(
+        told.after_failure(5, refused(Some(ms(1))), LOTS, true, 0.0),
+        Next::Stop(Stop::Attempts)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_waits_as_told_makes_fewer_attempts_than_one_that_does_not() {
+    // A server that refuses every attempt and says "come back in 100 ms".
+    async fn attempts(retry: Retry) -> Vec<u32> {
+        let shared = Shared::new(RetryThrottle::a6_example(), 7);
+        let mut made = Vec::new();
+        for _ in 0..50 {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            let ended = call(&rules(retry), &shared, deadline, |_| async {
+                Err(Failure {
+                    code: Code::ResourceExhausted,
+                    retry_after: Some(Duration::from_millis(100)),
+                })
+            })
+            .await;
+            made.push(ended.attempts);
+        }
+        made
+    }
+    let naive = attempts(Retry::Naive).await;
+    let told = attempts(Retry::WhenTold).await;
+    assert!(naive.iter().all(|&a| a == 5));
+    // Waits of 100-200 ms fit at most twice into 300 ms: 2 or 3 attempts.
+    assert!(told.iter().all(|&a| (2..=3).contains(&a)), "{told:?}");
+    assert!(amplification(told) < amplification(naive));
 }

@@ -108,13 +108,13 @@ async fn the_metrics_count_each_fate_of_the_cell_being_watched() {
     assert!(empty.samples.is_empty(), "{:#?}", empty.samples);
     // One worker, one queue place, 1 s per call: of 6 sent at once, 4 are shed.
     let server = Running::start(rules(1, false, 1000)).await.unwrap();
-    watch.show("reject", 2.0, server.pool.clone());
+    watch.show("grpc", "reject", 2.0, server.pool.clone());
     let codes = burst(&server, 6, Duration::from_secs(30)).await;
     assert_eq!(count(&codes, Code::ResourceExhausted), 4, "{codes:?}");
     let s = grpc_server::testing::scrape::scrape(metrics).await;
     let calls = |fate: &str| {
         s.value(&format!(
-            "overload_calls_total{{policy=\"reject\",load=\"2\",fate=\"{fate}\"}}"
+            "overload_calls_total{{transport=\"grpc\",policy=\"reject\",load=\"2\",fate=\"{fate}\"}}"
         ))
     };
     assert_eq!(
@@ -124,7 +124,7 @@ async fn the_metrics_count_each_fate_of_the_cell_being_watched() {
         s.samples
     );
     assert_eq!((calls("wasted"), calls("dropped")), (0.0, 0.0));
-    let cell = "{policy=\"reject\",load=\"2\"}";
+    let cell = "{transport=\"grpc\",policy=\"reject\",load=\"2\"}";
     assert_eq!(s.value(&format!("overload_busy_workers{cell}")), 0.0);
     assert_eq!(s.value(&format!("overload_waiting_calls{cell}")), 0.0);
     assert_eq!(s.types["overload_calls_total"], "counter");
