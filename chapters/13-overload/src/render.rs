@@ -152,18 +152,21 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         },
     )?;
     let settings = format!(
-        "| capacity | deadline | per cell | warm-up left out |\n|---|---|---|---|\n| {} workers x {} ms = {:.0} calls/s | {} ms | {:.1} s | {:.1} s |\n\n",
+        "<!-- ANCHOR: settings -->\n| capacity | deadline | per cell | warm-up left out | HTTP/1.1 connections |\n|---|---|---|---|---|\n| {} workers x {} ms = {:.0} calls/s | {} ms | {:.1} s | {:.1} s | {} |\n<!-- ANCHOR_END: settings -->\n\n",
         config.workers,
         config.service.as_millis(),
         config.capacity(),
         config.deadline.as_millis(),
         config.step.as_secs_f64(),
         config.warmup.as_secs_f64(),
+        config.h1_connections,
     );
     let mut tables = settings;
     for &transport in &config.transports {
-        let _ = writeln!(tables, "### {}\n", transport.name());
-        let _ = writeln!(tables, "{}", table(config, transport, &cells));
+        // The anchors let the book include one transport's table alone.
+        let name = transport.name();
+        let _ = writeln!(tables, "### {name}\n\n<!-- ANCHOR: {name} -->");
+        let _ = writeln!(tables, "{}<!-- ANCHOR_END: {name} -->\n", table(config, transport, &cells));
     }
     folder.write_text("results.md", &tables)?;
     let side_by_side = side_by_side(config, &cells);
