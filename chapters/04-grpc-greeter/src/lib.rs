@@ -28,6 +28,8 @@ pub mod server;
 pub mod testing;
 pub mod trace;
 
-pub use greeter::{Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_request, greeting};
+pub use greeter::{
+    ERROR_DOMAIN, Greeter, InvalidRequest, MAX_DELAY_MS, MAX_NAME_CHARS, check_request, greeting,
+};
 pub use lifetime::{CallGuard, CallStats};
 pub use server::{Args, BoundServer, Cli};

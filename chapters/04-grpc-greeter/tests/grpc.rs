@@ -7,7 +7,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use grpc_server::{
-    BoundServer, MAX_DELAY_MS,
+    BoundServer, ERROR_DOMAIN, MAX_DELAY_MS, MAX_NAME_CHARS, check_request,
     testing::{
         KillOnDrop, TempPki, TestServer, WAIT, spawn_until_dropped, tls_channel, wait_until, within,
     },
@@ -21,6 +21,7 @@ use tonic::{
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
+use tonic_types::StatusExt;
 
 /// The "slow server" delay for calls that are meant to end early: long enough
 /// that finishing it would show up clearly in the elapsed time.
@@ -145,20 +146,42 @@ reflection_lists_the_greeter!(reflection_v1_lists_the_greeter, v1);
 reflection_lists_the_greeter!(reflection_v1alpha_lists_the_greeter, v1alpha);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_requests_get_invalid_argument_naming_the_field() {
+async fn invalid_requests_get_invalid_argument_with_a_bad_request_naming_the_field() {
     let server = TestServer::grpc(false).await;
     let mut client = greeter(&server).await;
 
-    for (request, field) in [
-        (hello("", 0), "name"),
-        (hello("Ada", MAX_DELAY_MS + 1), "delay_ms"),
+    for (request, field, reason) in [
+        (hello("", 0), "name", "NAME_EMPTY"),
+        (hello(" ", 0), "name", "NAME_EMPTY"),
+        (
+            hello(&"x".repeat(MAX_NAME_CHARS + 1), 0),
+            "name",
+            "NAME_TOO_LONG",
+        ),
+        (hello("Ada", MAX_DELAY_MS + 1), "delay_ms", "DELAY_TOO_LONG"),
     ] {
+        let expected = check_request(&request.name, request.delay_ms).unwrap_err();
         let status = within("invalid call", client.say_hello(request))
             .await
             .expect_err("an invalid request must be refused");
         println!("{field}: {:?} {:?}", status.code(), status.message());
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert!(status.message().contains(field), "{status:?}");
+        assert_eq!(status.message(), expected.to_string(), "{status:?}");
+        // The details came over the wire, in grpc-status-details-bin.
+        let details = status.check_error_details().expect("details that decode");
+        let violations = &details
+            .bad_request()
+            .expect("a BadRequest")
+            .field_violations;
+        assert_eq!(violations.len(), 1, "{details:?}");
+        assert_eq!(violations[0].field, field);
+        assert_eq!(violations[0].description, expected.description);
+        assert_eq!(violations[0].reason, reason);
+        let info = details.error_info().expect("an ErrorInfo");
+        assert_eq!(
+            (info.reason.as_str(), info.domain.as_str()),
+            (reason, ERROR_DOMAIN)
+        );
     }
     // Refused before any work started.
     assert_eq!(server.handlers_started(), 0);

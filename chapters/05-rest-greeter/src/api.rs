@@ -87,9 +87,7 @@ async fn create_greeting(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<GreetingReply>, Problem> {
     let request = decode(&headers, body)?;
-    check_request(&request.name, request.delay_ms).map_err(|e| {
-        Problem::invalid_argument(StatusCode::BAD_REQUEST, Some(e.field.into()), e.to_string())
-    })?;
+    check_request(&request.name, request.delay_ms).map_err(Problem::from)?;
 
     // HTTP has no standard deadline header. All the server can learn is that
     // the client went away, and only when hyper notices and drops this future.

@@ -5,6 +5,7 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
+use grpc_server::InvalidRequest;
 use proto::status::{self, Code};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,20 @@ pub struct Problem {
     /// Extension member: the request field at fault, when one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// Extension member: what the gRPC server sends as google.rpc.BadRequest,
+    /// one entry per field that broke a rule (chapter 7). A boxed slice, not a
+    /// Vec: it never grows, and it keeps `Problem`, every handler's error, small.
+    #[serde(default, skip_serializing_if = "<[Violation]>::is_empty")]
+    pub violations: Box<[Violation]>,
+}
+
+/// One rule a request broke, with the same three parts as gRPC's
+/// `BadRequest.FieldViolation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    pub field: String,
+    pub description: String,
+    pub reason: String,
 }
 // ANCHOR_END: problem
 
@@ -43,6 +58,7 @@ impl Problem {
             status: status.as_u16(),
             detail: detail.into(),
             field: None,
+            violations: Box::default(),
         }
     }
 
@@ -64,6 +80,28 @@ impl Problem {
     }
 }
 // ANCHOR_END: from_code
+
+// ANCHOR: from_invalid
+/// A request that broke one of the greeter's rules: the same field,
+/// description and reason the gRPC server puts in its status details.
+impl From<InvalidRequest> for Problem {
+    fn from(e: InvalidRequest) -> Problem {
+        let violation = Violation {
+            field: e.field.into(),
+            description: e.description.clone(),
+            reason: e.reason.into(),
+        };
+        Problem {
+            violations: Box::new([violation]),
+            ..Problem::invalid_argument(
+                StatusCode::BAD_REQUEST,
+                Some(e.field.into()),
+                e.to_string(),
+            )
+        }
+    }
+}
+// ANCHOR_END: from_invalid
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
@@ -104,5 +142,27 @@ mod tests {
         assert_eq!(problem.kind, INVALID_ARGUMENT);
         assert_eq!(problem.title, "Invalid argument");
         assert_eq!(problem.code(), Some(Code::InvalidArgument));
+    }
+
+    #[test]
+    fn a_broken_rule_names_its_field_in_violations() {
+        let err = grpc_server::check_request("", 0).unwrap_err();
+        let problem = Problem::from(err.clone());
+        assert_eq!(
+            (problem.status, problem.code()),
+            (400, Some(Code::InvalidArgument))
+        );
+        let json = serde_json::to_value(&problem).unwrap();
+        assert_eq!(
+            json["violations"],
+            serde_json::json!([{
+                "field": "name",
+                "description": err.description,
+                "reason": "NAME_EMPTY",
+            }])
+        );
+        // Problems without violations keep the member out of the JSON.
+        let plain = serde_json::to_value(Problem::new(Code::NotFound, StatusCode::NOT_FOUND, "x"));
+        assert!(plain.unwrap().get("violations").is_none());
     }
 }

@@ -12,13 +12,15 @@ use std::{
 
 use certs::Pki;
 use grpc_server::{
-    MAX_DELAY_MS,
-    testing::{TestServer, WAIT, wait_until, within},
+    MAX_DELAY_MS, MAX_NAME_CHARS,
+    testing::{TestServer, WAIT, tls_channel, wait_until, within},
 };
+use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use reqwest::{StatusCode, Version};
 use rest_server::{api::MAX_BODY_BYTES, problem, testing};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
+use tonic_types::StatusExt;
 
 fn url(addr: SocketAddr, path: &str) -> String {
     format!("https://{addr}{path}")
@@ -332,6 +334,64 @@ async fn bad_inputs_over_http1() {
 #[tokio::test]
 async fn bad_inputs_over_http2() {
     bad_inputs_get_problems_and_server_keeps_serving(Http::V2).await;
+}
+
+/// The greeter's own rules, broken over both protocols: REST's `violations`
+/// say exactly what gRPC's BadRequest says, because both come from the one
+/// `check_request`.
+#[tokio::test]
+async fn a_broken_rule_gets_the_same_violation_over_rest_and_grpc() {
+    let rest = testing::server(false).await;
+    let grpc = TestServer::grpc(false).await;
+    let http = client(&rest.pki, Http::V2, false);
+    let channel = tls_channel(grpc.addr, &grpc.pki.ca_cert(), None)
+        .await
+        .unwrap();
+    let mut greeter = GreeterClient::new(channel);
+
+    let too_long = "x".repeat(MAX_NAME_CHARS + 1);
+    for (name, delay_ms, field, reason) in [
+        ("", 0, "name", "NAME_EMPTY"),
+        ("  ", 0, "name", "NAME_EMPTY"),
+        (too_long.as_str(), 0, "name", "NAME_TOO_LONG"),
+        ("Ada", MAX_DELAY_MS + 1, "delay_ms", "DELAY_TOO_LONG"),
+    ] {
+        let response = http
+            .post(rest.url("/v1/greetings"))
+            .json(&json!({"name": name, "delay_ms": delay_ms}))
+            .send()
+            .await
+            .unwrap();
+        let problem = assert_problem(response, StatusCode::BAD_REQUEST).await;
+        assert_eq!(problem["type"], problem::INVALID_ARGUMENT, "{problem}");
+        assert_eq!(problem["field"], field, "{problem}");
+
+        let request = HelloRequest {
+            name: name.into(),
+            delay_ms,
+        };
+        let status = within("invalid call", greeter.say_hello(request))
+            .await
+            .expect_err("refused");
+        let details = status.check_error_details().expect("details that decode");
+        let violation = &details
+            .bad_request()
+            .expect("a BadRequest")
+            .field_violations[0];
+        assert_eq!(violation.field, field);
+        assert_eq!(violation.reason, reason);
+        // The same words, the same field, the same reason, on both protocols.
+        assert_eq!(
+            problem["violations"],
+            json!([{
+                "field": violation.field,
+                "description": violation.description,
+                "reason": violation.reason,
+            }]),
+            "{problem}"
+        );
+        assert_eq!(problem["detail"], status.message(), "{problem}");
+    }
 }
 
 // ---------------------------------------------------------------------------
