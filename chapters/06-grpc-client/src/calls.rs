@@ -62,14 +62,14 @@ impl Clock {
         let at = tokio::time::Instant::from_std(self.started + deadline.duration);
         match tokio::time::timeout_at(at, step).await {
             Ok(result) => result.map_err(|status| self.fail(status)),
-            Err(_) => Err(Failure {
-                code: Code::DeadlineExceeded,
-                details: format!(
+            Err(_) => Err(Failure::new(
+                Code::DeadlineExceeded,
+                format!(
                     "the {deadline} deadline passed with the stream still open \
                      (tonic stops timing a call once its response headers arrive, \
                      so this client ended the stream itself)"
                 ),
-            }),
+            )),
         }
     }
     // ANCHOR_END: within
@@ -218,10 +218,10 @@ pub async fn echo(channel: &Channel, options: CallOptions, args: &EchoArgs) -> R
                 sent.elapsed().as_secs_f64() * 1e3
             ),
             None => {
-                return Err(Failure {
-                    code: Code::Internal,
-                    details: format!("the server ended the stream before echoing chunk {seq}"),
-                });
+                return Err(Failure::new(
+                    Code::Internal,
+                    format!("the server ended the stream before echoing chunk {seq}"),
+                ));
             }
         }
     }
@@ -259,10 +259,10 @@ pub async fn burst(channel: &Channel, options: CallOptions, args: &BurstArgs) ->
     let mut tally: BTreeMap<i32, (u32, Option<String>)> = BTreeMap::new();
     for call in calls {
         let outcome = call.await.unwrap_or_else(|e| {
-            Err(Failure {
-                code: Code::Unknown,
-                details: format!("the call's task failed: {e}"),
-            })
+            Err(Failure::new(
+                Code::Unknown,
+                format!("the call's task failed: {e}"),
+            ))
         });
         let (code, details) = match outcome {
             Ok(()) => (Code::Ok, None),

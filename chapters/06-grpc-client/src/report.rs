@@ -1,10 +1,12 @@
 //! What a failed call looks like to the reader: the code, the server's
-//! message, and what the code means, all read from `proto::status`.
+//! message, and what the code means, all read from `proto::status`; then any
+//! richer error details the server attached (google.rpc's standard messages).
 
 use std::{error::Error as _, fmt, time::Duration};
 
 use proto::status;
 use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::cli::Seconds;
 
@@ -13,6 +15,9 @@ use crate::cli::Seconds;
 pub struct Failure {
     pub code: Code,
     pub details: String,
+    /// The status's error details, decoded, one printed line each
+    /// ([`detail_lines`]); empty when it carried none.
+    pub error_details: Vec<String>,
 }
 
 impl Failure {
@@ -47,11 +52,22 @@ impl Failure {
                     "{} (tonic reported CANCELLED; the {deadline} deadline had passed)",
                     message_of(status)
                 ),
+                error_details: detail_lines(&status.get_error_details()),
             };
         }
         Failure {
             code: status.code(),
             details: message_of(status),
+            error_details: detail_lines(&status.get_error_details()),
+        }
+    }
+
+    /// A failure this client found for itself: no status, so no details.
+    pub fn new(code: Code, details: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            details: details.into(),
+            error_details: Vec::new(),
         }
     }
     // ANCHOR_END: deadline_rule
@@ -59,10 +75,7 @@ impl Failure {
     /// An eager connect that failed: no call was made, and the channel is
     /// unusable, which is what UNAVAILABLE means.
     pub fn connect(error: &tonic::transport::Error) -> Failure {
-        Failure {
-            code: Code::Unavailable,
-            details: chain(error),
-        }
+        Failure::new(Code::Unavailable, chain(error))
     }
 }
 
@@ -72,10 +85,68 @@ impl fmt::Display for Failure {
         let row = status::info(self.code);
         writeln!(f, "RPC failed: {}", row.name)?;
         writeln!(f, "  details: {}", self.details)?;
-        write!(f, "  meaning: {} (REST: {})", row.meaning, row.http_label())
+        write!(f, "  meaning: {} (REST: {})", row.meaning, row.http_label())?;
+        for line in &self.error_details {
+            write!(f, "\n  {line}")?;
+        }
+        Ok(())
     }
 }
 // ANCHOR_END: display
+
+// ANCHOR: detail_lines
+/// What a caller can act on in google.rpc's standard details, a line each:
+/// which field to fix, how long to wait, which quota ran out, and the
+/// machine-readable reason. Details this client has no use for are named, so
+/// the reader knows they were there. The REST client prints a problem's
+/// violations through here too, so both protocols read alike.
+pub fn detail_lines(details: &ErrorDetails) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in details
+        .bad_request()
+        .map_or(&[][..], |d| &d.field_violations)
+    {
+        let reason = match v.reason.as_str() {
+            "" => String::new(),
+            reason => format!(" ({reason})"),
+        };
+        lines.push(format!("bad field: {}: {}{reason}", v.field, v.description));
+    }
+    if let Some(retry) = details.retry_info() {
+        lines.push(match retry.retry_delay {
+            Some(delay) => format!("retry after: {delay:?}"),
+            None => "retry info: no delay given".into(),
+        });
+    }
+    for v in details.quota_failure().map_or(&[][..], |d| &d.violations) {
+        lines.push(format!("quota exceeded: {}: {}", v.subject, v.description));
+    }
+    if let Some(info) = details.error_info() {
+        // Sorted: the metadata is a map, and the line should not shuffle.
+        let metadata: std::collections::BTreeMap<_, _> = info.metadata.iter().collect();
+        let mut line = format!("reason: {} (domain {})", info.reason, info.domain);
+        for (key, value) in metadata {
+            line.push_str(&format!(", {key}={value}"));
+        }
+        lines.push(line);
+    }
+    let others = [
+        ("DebugInfo", details.debug_info().is_some()),
+        (
+            "PreconditionFailure",
+            details.precondition_failure().is_some(),
+        ),
+        ("RequestInfo", details.request_info().is_some()),
+        ("ResourceInfo", details.resource_info().is_some()),
+        ("Help", details.help().is_some()),
+        ("LocalizedMessage", details.localized_message().is_some()),
+    ];
+    for (name, _) in others.iter().filter(|(_, present)| *present) {
+        lines.push(format!("also attached: {name}"));
+    }
+    lines
+}
+// ANCHOR_END: detail_lines
 
 /// The status message and, when tonic kept the error behind it and that says
 /// more ("Connection refused" behind "tcp connect error"), its root cause.
@@ -159,10 +230,7 @@ mod tests {
 
     #[test]
     fn the_report_has_three_lines_from_the_table() {
-        let failure = Failure {
-            code: Code::DeadlineExceeded,
-            details: "Timeout expired".into(),
-        };
+        let failure = Failure::new(Code::DeadlineExceeded, "Timeout expired");
         let text = failure.to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "RPC failed: DEADLINE_EXCEEDED");
@@ -175,5 +243,56 @@ mod tests {
             )
         );
         assert_eq!(lines.len(), 3);
+    }
+
+    #[test]
+    fn a_bad_request_is_printed_after_the_three_lines() {
+        let err = grpc_server::check_request("", 0).unwrap_err();
+        let failure = Failure::from_status(&err.to_status(), None, Duration::ZERO);
+        let text = failure.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "RPC failed: INVALID_ARGUMENT");
+        assert_eq!(lines[1], "  details: name: must not be empty");
+        assert_eq!(
+            lines[3..],
+            [
+                "  bad field: name: must not be empty (NAME_EMPTY)",
+                "  reason: NAME_EMPTY (domain greeter.workshop.example)",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_overload_refusal_prints_its_delay_quota_and_reason() {
+        let mut details = ErrorDetails::with_retry_info(Some(Duration::from_millis(1500)));
+        details
+            .add_quota_failure_violation("connection", "2 calls at a time")
+            .set_error_info(
+                "OVERLOADED",
+                "overload.workshop.example",
+                [
+                    ("queued".to_string(), "8".to_string()),
+                    ("limit".into(), "2".into()),
+                ],
+            )
+            .set_debug_info(Vec::<String>::new(), "queue full");
+        let status = Status::with_error_details(Code::ResourceExhausted, "no room", details);
+        let failure = Failure::from_status(&status, None, Duration::ZERO);
+        assert_eq!(
+            failure.error_details,
+            [
+                "retry after: 1.5s",
+                "quota exceeded: connection: 2 calls at a time",
+                "reason: OVERLOADED (domain overload.workshop.example), limit=2, queued=8",
+                "also attached: DebugInfo",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_status_without_details_prints_only_the_three_lines() {
+        let failure = Failure::from_status(&Status::unavailable("gone"), None, Duration::ZERO);
+        assert!(failure.error_details.is_empty());
+        assert_eq!(failure.to_string().lines().count(), 3);
     }
 }

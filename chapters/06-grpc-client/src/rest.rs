@@ -11,11 +11,13 @@ use program::Exit;
 use proto::status;
 use reqwest::{StatusCode, Version};
 use serde::Deserialize;
+use tonic_types::{ErrorDetails, FieldViolation};
 
 use crate::{
     EXIT_FAILED, EXIT_SETUP,
     channel::CONNECT_TIMEOUT,
     cli::{RestArgs, Seconds},
+    report,
 };
 
 // ANCHOR: client
@@ -66,6 +68,34 @@ pub struct ProblemDetails {
     pub detail: Option<String>,
     #[serde(default)]
     pub field: Option<String>,
+    /// The fields that broke a rule: what a gRPC server sends as BadRequest.
+    #[serde(default)]
+    pub violations: Vec<Violation>,
+}
+
+/// One entry of a problem's `violations`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Violation {
+    pub field: String,
+    pub description: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl ProblemDetails {
+    /// The violations as gRPC's BadRequest, so that one printer
+    /// ([`report::detail_lines`]) reads both protocols.
+    pub fn error_details(&self) -> ErrorDetails {
+        let violations = self.violations.iter().map(|v| FieldViolation {
+            reason: v.reason.clone(),
+            ..FieldViolation::new(&v.field, &v.description)
+        });
+        let mut details = ErrorDetails::new();
+        if !self.violations.is_empty() {
+            details.set_bad_request(violations.collect::<Vec<_>>());
+        }
+        details
+    }
 }
 
 fn about_blank() -> String {
@@ -173,12 +203,16 @@ impl fmt::Display for RestError {
                         row.name,
                         row.number(),
                         row.retry.verdict()
-                    ),
+                    )?,
                     None => write!(
                         f,
                         "  as a gRPC code: none (not a type from the status table)"
-                    ),
+                    )?,
                 }
+                for line in report::detail_lines(&problem.error_details()) {
+                    write!(f, "\n  {line}")?;
+                }
+                Ok(())
             }
         }
     }

@@ -138,12 +138,19 @@ fn assert_failure(run: &Run, name: &str) -> String {
 }
 
 /// Asserts exit status 1 and the failure report's exact shape for `name` on
-/// stderr, and returns the details line.
+/// stderr, with no error details after its three lines, and returns the
+/// details line.
 fn assert_report(run: &Run, name: &str) -> String {
+    assert_eq!(run.stderr.lines().count(), 3, "{run:#?}");
+    assert_report_with_details(run, name)
+}
+
+/// As [`assert_report`], for a report that may go on with error details.
+fn assert_report_with_details(run: &Run, name: &str) -> String {
     assert_eq!(run.code, Some(1), "{run:#?}");
     let row = status::by_name(name).unwrap();
     let lines: Vec<&str> = run.stderr.lines().collect();
-    assert_eq!(lines.len(), 3, "{run:#?}");
+    assert!(lines.len() >= 3, "{run:#?}");
     assert_eq!(lines[0], format!("RPC failed: {name}"));
     let details = lines[1]
         .strip_prefix("  details: ")
@@ -181,13 +188,41 @@ async fn repeated_calls_share_the_channel_and_are_each_timed() {
 }
 
 #[tokio::test]
-async fn an_empty_name_is_invalid_argument() {
+async fn each_bad_input_is_invalid_argument_with_its_field_violation_printed() {
     let server = start_server(false, None).await;
-    let details = assert_failure(
-        &client(&server, &["hello", "--name", ""]).await,
-        "INVALID_ARGUMENT",
-    );
-    assert_eq!(details, "name: must not be empty");
+    let max_delay = (grpc_server::MAX_DELAY_MS + 1).to_string();
+    for (args, field, reason) in [
+        (vec!["hello", "--name", ""], "name", "NAME_EMPTY"),
+        (
+            vec!["hello", "--name-bytes", "300"],
+            "name",
+            "NAME_TOO_LONG",
+        ),
+        (
+            vec!["hello", "--delay-ms", &max_delay],
+            "delay_ms",
+            "DELAY_TOO_LONG",
+        ),
+    ] {
+        let run = client(&server, &args).await;
+        assert_eq!(run.stdout, "", "{run:#?}");
+        let details = assert_report_with_details(&run, "INVALID_ARGUMENT");
+        // The message says it in words; the details, for a program, after
+        // the three lines: the field with the same words, then the reason.
+        let description = details
+            .strip_prefix(&format!("{field}: "))
+            .unwrap_or_else(|| panic!("the message names {field}: {run:#?}"));
+        let lines: Vec<&str> = run.stderr.lines().skip(3).collect();
+        assert_eq!(
+            lines,
+            [
+                format!("  bad field: {field}: {description} ({reason})"),
+                format!("  reason: {reason} (domain {})", grpc_server::ERROR_DOMAIN),
+            ],
+            "{run:#?}"
+        );
+    }
+    assert_eq!(server.stats.started.load(Ordering::Relaxed), 0);
 }
 
 #[tokio::test]

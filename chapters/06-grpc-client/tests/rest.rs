@@ -1,11 +1,17 @@
 //! The REST client (`grpc_client::rest`, behind `examples/rest_client.rs`)
 //! against the chapter 5 server in this process, over real TLS.
 
+use std::time::Duration;
+
 use grpc_client::{
+    Failure,
     cli::parse_secs,
     rest::{self, RestError},
 };
-use grpc_server::testing::{TempPki, TestServer, wait_until, within};
+use grpc_server::{
+    MAX_DELAY_MS, check_request,
+    testing::{TempPki, TestServer, wait_until, within},
+};
 use proto::status::{self, Code};
 use reqwest::{StatusCode, Version};
 use rest_server::testing;
@@ -68,20 +74,46 @@ async fn error_statuses_come_back_as_problems_that_name_a_grpc_code() {
         let row = status::from_problem_type(&problem.kind).expect("a type from the table");
         assert_eq!(row.code, code, "{problem:?}");
         assert_eq!(problem.title, row.title);
-        // The report ends with the code the type leads back to.
+        // The report names the code the type leads back to.
         let report = error.to_string();
         assert!(
             report.starts_with(&format!("HTTP {status}, problem details:")),
             "{report}"
         );
         assert!(
-            report.ends_with(&format!(
-                "as a gRPC code: {} ({}); retry: {}",
+            report.contains(&format!(
+                "\n  as a gRPC code: {} ({}); retry: {}",
                 row.name,
                 row.number(),
                 row.retry.verdict()
             )),
             "{report}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_broken_rule_is_printed_as_the_grpc_client_prints_a_bad_request() {
+    let server = testing::server(false).await;
+    for (name, delay_ms) in [("", 0), ("Ada", MAX_DELAY_MS + 1)] {
+        let expected = check_request(name, delay_ms).unwrap_err();
+        let error = greet(&server, false, "/v1/greetings", name, delay_ms, None)
+            .await
+            .expect_err("refused");
+        // The report's last line is the violation, in the words and form the
+        // gRPC client uses for the same refusal's BadRequest.
+        let grpc = Failure::from_status(&expected.to_status(), None, Duration::ZERO);
+        let report = error.to_string();
+        assert_eq!(
+            report.lines().last(),
+            Some(format!("  {}", grpc.error_details[0]).as_str())
+        );
+        assert_eq!(
+            grpc.error_details[0],
+            format!(
+                "bad field: {}: {} ({})",
+                expected.field, expected.description, expected.reason
+            )
         );
     }
 }
