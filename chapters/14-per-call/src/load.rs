@@ -196,9 +196,9 @@ impl Rest {
 
     // ANCHOR: rest_call
     /// One greeting per slot. The deadline covers the wait for a free
-    /// connection too; a request cut off by it takes its HTTP/1.1 connection
-    /// with it (the answer may still arrive on it), an HTTP/2 one only its
-    /// stream.
+    /// connection too. A request cut off by it takes its HTTP/1.1 connection
+    /// with it (hyper closes a connection whose caller stopped waiting for
+    /// the answer); an HTTP/2 one resets only its stream.
     pub fn call(&self, slot: Slot) -> SlotFuture {
         let rest = self.clone();
         Box::pin(async move {

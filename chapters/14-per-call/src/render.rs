@@ -124,7 +124,6 @@ fn limit((server, client): &(Spread, Spread)) -> String {
     format!("{:.2} / {:.2} ({who})", server.median, client.median)
 }
 
-// ANCHOR: rest_tables
 /// The REST shapes beside the gRPC ones, and what the server saw of their
 /// connections past the knee.
 fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps: &[RampResult]) {
@@ -194,6 +193,7 @@ fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps
         &[
             "arm",
             "shape",
+            "step",
             "offered/s",
             "goodput/s",
             "p99 ms",
@@ -208,16 +208,30 @@ fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps
             .iter()
             .filter(|r| r.ramp.repeat == 0 && r.ramp.shape.http().is_some())
             .flat_map(|r| {
-                // Without a knee, the last two steps: the highest load it saw.
-                let from = r
+                let knee = r
                     .knee_offered
-                    .and_then(|k| r.steps.iter().position(|s| s.offered == k))
+                    .and_then(|k| r.steps.iter().position(|s| s.offered == k));
+                // Without a knee, the last two steps: the highest load it saw.
+                let from = knee
                     .unwrap_or(r.steps.len().saturating_sub(1))
                     .saturating_sub(1);
-                r.steps[from..].iter().map(|s| {
+                let last = r.steps.len().saturating_sub(1);
+                r.steps.iter().enumerate().skip(from).map(move |(i, s)| {
+                    let place = match knee {
+                        Some(k) if i < k => "before the knee",
+                        Some(k) if i == k => "the knee",
+                        Some(_) => "past the knee",
+                        None => "no knee",
+                    };
+                    let place = if i == last {
+                        format!("{place}, last step")
+                    } else {
+                        place.to_string()
+                    };
                     vec![
                         s.arm.clone(),
                         s.shape.to_string(),
+                        place,
                         s.offered.to_string(),
                         format!("{:.0}", s.goodput),
                         format!("{:.2}", s.p99_ms),
@@ -236,7 +250,6 @@ fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps
             }),
     );
 }
-// ANCHOR_END: rest_tables
 
 /// The tables the chapter shows.
 pub fn markdown(
