@@ -498,6 +498,26 @@ fn plots(
             "p99, log10(ms) + 2 (2 = 1 ms, 5 = 1 s)",
         )],
     )?;
+    // The REST shapes on one chart, a panel each, when the run ramped them.
+    let rest: Vec<Panel> = [Shape::RestH1, Shape::RestH2]
+        .into_iter()
+        .filter(|shape| config.shapes.contains(shape))
+        .map(|shape| {
+            let label = match shape {
+                Shape::RestH1 => "HTTP/1.1 p99, log10(ms) + 2",
+                _ => "HTTP/2 p99, log10(ms) + 2",
+            };
+            log_panel(shape, label)
+        })
+        .collect();
+    if !rest.is_empty() {
+        panels(
+            &folder.join("p99-rest.svg"),
+            "REST: p99 against offered load (median of repeats; 2 = 1 ms, 5 = 1 s)",
+            "offered REST requests per second (thousands)",
+            &rest,
+        )?;
+    }
     let bar = |label: &str, s: &Spread| Bar {
         label: label.into(),
         value: s.median,
