@@ -77,7 +77,7 @@ pub struct Args {
     /// Deadline of each call (or each message's echo)
     #[arg(long, value_parser = program::duration::parse, default_value = "1s")]
     pub deadline: Duration,
-    /// Rate of the strace runs, for both shapes (strace slows the server several-fold)
+    /// Rate of the strace runs, for both gRPC shapes (strace slows the server several-fold)
     #[arg(long, default_value_t = 2000.0)]
     pub strace_rate: f64,
     /// Skip counting system calls per unit with strace (done only when strace is installed)

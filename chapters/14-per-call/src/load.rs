@@ -260,9 +260,9 @@ pub fn error_kind(error: &reqwest::Error) -> String {
     what.to_string()
 }
 
-/// Either shape, as one value: what a slot does under the bounded open-loop
-/// driver. Both shapes hand the driver a boxed future per slot, so the
-/// generator's own cost per slot is the same for both.
+/// Any shape, as one value: what a slot does under the bounded open-loop
+/// driver. Every shape hands the driver a boxed future per slot, so the
+/// generator's own cost per slot is the same for all of them.
 #[derive(Clone)]
 pub enum Load {
     Unary(GreeterClient<Channel>, Duration),

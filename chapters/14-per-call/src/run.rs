@@ -1,5 +1,6 @@
-//! The measurement: every arm, both shapes, a ramp each, repeats interleaved;
-//! then h2load's cross-check and the system-call counts. Writes the records
+//! The measurement: every arm, every shape, a ramp each, repeats
+//! interleaved; then h2load's cross-check and the system-call counts of the
+//! gRPC shapes. Writes the records
 //! of [`crate::records`] and nothing else.
 
 use std::{

@@ -4,7 +4,8 @@
 //! the experiment, through chapter 11's harness): it builds the arm's
 //! runtime, serves the echo on a free loopback port (plaintext HTTP/2: the
 //! price under study is the call machinery, not encryption, which chapter 10
-//! measured), says where it listens and what it really runs on
+//! measured), and the same echo as REST on two more ports ([`crate::rest`]),
+//! says where it listens and what it really runs on
 //! ([`ServerInfo`]), then answers every [`Stats`] question with a
 //! [`Snapshot`]. It exits when its stdin closes, so it never outlives the
 //! experiment.
