@@ -147,3 +147,12 @@ pub struct RestAddrs {
     pub h1: SocketAddr,
     pub h2: SocketAddr,
 }
+
+/// The unspecified address: what the records of a run made before the
+/// server had REST ports say, so that `--render` still reads them.
+impl Default for RestAddrs {
+    fn default() -> RestAddrs {
+        let none = SocketAddr::from(([0, 0, 0, 0], 0));
+        RestAddrs { h1: none, h2: none }
+    }
+}

@@ -141,6 +141,7 @@ impl streamer_server::Streamer for Echo {
 pub struct ServerInfo {
     pub addr: SocketAddr,
     /// The same echo as REST, one port per HTTP version.
+    #[serde(default)]
     pub rest: RestAddrs,
     pub pid: u32,
     pub arm: String,
