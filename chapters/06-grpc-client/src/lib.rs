@@ -6,8 +6,9 @@
 //! - [`calls`] makes the calls: unary, the three kinds of stream, and a burst
 //!   of concurrent calls on one connection.
 //! - [`report`] turns a failed call into the reader's three lines, with the
-//!   meaning from the status table (`proto::status`), and tells an expired
-//!   deadline from a cancellation.
+//!   meaning from the status table (`proto::status`), then a line per error
+//!   detail the status carried, and tells an expired deadline from a
+//!   cancellation.
 //! - [`rest`] is the REST client: one reqwest client, its connection pool,
 //!   per-request timeouts, problem details.
 //!
