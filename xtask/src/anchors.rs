@@ -67,7 +67,7 @@ pub fn regions(text: &str) -> Vec<Region> {
 }
 
 /// The anchor name after `keyword` on this line, if it is a marker line.
-fn marker<'a>(line: &'a str, keyword: &str) -> Option<&'a str> {
+pub fn marker<'a>(line: &'a str, keyword: &str) -> Option<&'a str> {
     let after = line.split_once(keyword)?.1.trim();
     let name = after.split_whitespace().next()?;
     name.chars()

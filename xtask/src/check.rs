@@ -207,9 +207,11 @@ pub fn check_includes(page: &Page, problems: &mut Vec<String>) {
         };
         // Line ranges (`file:10:20`) are numbers; anchors are names.
         if let Some(anchor) = anchor.filter(|a| !a.starts_with(|c: char| c.is_ascii_digit())) {
-            let has = |marker: &str| {
+            // As mdBook reads them: the name is the word after the keyword,
+            // whatever follows it (`<!-- ANCHOR: name -->` in Markdown).
+            let has = |keyword: &str| {
                 text.lines()
-                    .any(|l| l.contains(marker) && l.trim_end().ends_with(anchor))
+                    .any(|l| crate::anchors::marker(l, keyword) == Some(anchor))
             };
             if !has("ANCHOR:") || !has("ANCHOR_END:") {
                 problems.push(format!(

@@ -64,7 +64,11 @@ fn table(config: &Config, transport: Transport, cells: &[Cell]) -> String {
     out
 }
 
-// ANCHOR: side_by_side
+/// `text` between the comment lines mdBook's `{{#include file:name}}` looks for.
+fn anchored(name: &str, text: &str) -> String {
+    format!("<!-- ANCHOR: {name} -->\n{text}<!-- ANCHOR_END: {name} -->\n")
+}
+
 /// The transports side by side: per policy and load, each figure as
 /// `grpc / rest-h1 / rest-h2` (in the run's order of transports).
 fn side_by_side(config: &Config, cells: &[Cell]) -> String {
@@ -101,7 +105,6 @@ fn side_by_side(config: &Config, cells: &[Cell]) -> String {
     }
     out
 }
-// ANCHOR_END: side_by_side
 
 /// One cell's figures, from its raw records.
 fn read_cell(
@@ -152,7 +155,7 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         },
     )?;
     let settings = format!(
-        "<!-- ANCHOR: settings -->\n| capacity | deadline | per cell | warm-up left out | HTTP/1.1 connections |\n|---|---|---|---|---|\n| {} workers x {} ms = {:.0} calls/s | {} ms | {:.1} s | {:.1} s | {} |\n<!-- ANCHOR_END: settings -->\n\n",
+        "| capacity | deadline | per cell | warm-up left out | HTTP/1.1 connections |\n|---|---|---|---|---|\n| {} workers x {} ms = {:.0} calls/s | {} ms | {:.1} s | {:.1} s | {} |\n",
         config.workers,
         config.service.as_millis(),
         config.capacity(),
@@ -161,12 +164,13 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         config.warmup.as_secs_f64(),
         config.h1_connections,
     );
-    let mut tables = settings;
+    // The anchors let the book include the settings, or one transport's
+    // table, alone.
+    let mut tables = anchored("settings", &settings);
     for &transport in &config.transports {
-        // The anchors let the book include one transport's table alone.
         let name = transport.name();
-        let _ = writeln!(tables, "### {name}\n\n<!-- ANCHOR: {name} -->");
-        let _ = writeln!(tables, "{}<!-- ANCHOR_END: {name} -->\n", table(config, transport, &cells));
+        let _ = writeln!(tables, "\n### {name}\n");
+        tables += &anchored(name, &table(config, transport, &cells));
     }
     folder.write_text("results.md", &tables)?;
     let side_by_side = side_by_side(config, &cells);
