@@ -63,7 +63,6 @@ impl Rules {
 pub struct Pushback {
     base: Duration,
     cap: Duration,
-    window: Duration,
     window_start: Instant,
     refused_in_window: bool,
     delay: Duration,
@@ -78,7 +77,6 @@ impl Pushback {
         Pushback {
             base,
             cap: Pushback::CAP.max(base),
-            window: Pushback::WINDOW,
             window_start: now,
             refused_in_window: false,
             delay: base,
@@ -96,14 +94,14 @@ impl Pushback {
     /// window that ended: doubled after one with refusals, back to the base
     /// after one without.
     fn roll(&mut self, now: Instant) {
-        while now >= self.window_start + self.window {
+        while now >= self.window_start + Pushback::WINDOW {
             self.delay = if self.refused_in_window {
                 (self.delay * 2).min(self.cap)
             } else {
                 self.base
             };
             self.refused_in_window = false;
-            self.window_start += self.window;
+            self.window_start += Pushback::WINDOW;
         }
     }
 }

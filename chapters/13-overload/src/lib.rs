@@ -6,8 +6,9 @@
 //!   clock passed in and tested without a runtime; [`server`] runs them in a
 //!   fixed pool of workers behind the Greeter's `SayHello` on a real tonic
 //!   server, and [`rest`] behind `POST /v1/greetings`, over HTTP/1.1 and HTTP/2.
-//! - [`client`]: one overall deadline per call, and naive or budgeted retries
-//!   of RESOURCE_EXHAUSTED (the budget is chapter 10's `RetryThrottle`).
+//! - [`client`]: one overall deadline per call, and naive, budgeted or
+//!   told-when retries of RESOURCE_EXHAUSTED (the budget is chapter 10's
+//!   `RetryThrottle`), over gRPC or REST.
 //! - [`config`]: the policies, loads and rules of a run, checked.
 //! - [`run`]: every policy at every offered load, open-loop, with chapter
 //!   11's `loadgen`, each cell on a fresh server; [`records`] are its rows.

@@ -1,8 +1,9 @@
 //! Metrics while the experiment runs (`--metrics-addr`): for the cell
 //! running now, calls by fate (served, wasted, dropped at dequeue, shed at
 //! the door) and the pool's busy workers and waiting calls. Each cell is a
-//! fresh server, so its series carry the cell's `transport`, `policy` and `load` labels
-//! and start from zero; a finished cell's series leave the scrape.
+//! fresh server, so its series carry the cell's `transport`, `policy` and
+//! `load` labels and start from zero; a finished cell's series leave the
+//! scrape.
 
 use std::{
     fmt,
