@@ -84,9 +84,19 @@ fn bad_arguments_get_a_clear_error_and_a_failure_status() {
         (&["--unary-ramp", "5:1:3"], "TO at least FROM"),
         (&["--repeats", "0"], "--repeats"),
         (&["--step", "10ms"], "--step"),
+        (
+            &["--h1-connections", "0"],
+            "--h1-connections must be between 1 and 10000",
+        ),
+        (&["--h1-connections", "many"], "invalid value 'many'"),
+        (&["--shapes", "soap"], "not a shape"),
+        (&["--rest-h1-ramp", "5:1:3"], "TO at least FROM"),
+        (&["--rest-h2-ramp", "1000"], "not a ramp"),
     ] {
+        // A folder that cannot be made: a bad flag must fail before it is needed.
         let output = std::process::Command::new(exe())
             .args(args)
+            .args(["--out", "/nonexistent/never-written"])
             .output()
             .unwrap();
         assert!(!output.status.success(), "{args:?}");
