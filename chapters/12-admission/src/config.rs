@@ -161,6 +161,7 @@ impl Config {
 }
 
 impl Experiment for Config {
+    const RESUME: Option<&'static str> = Some("--resume");
     fn out(&self) -> &Path {
         &self.out
     }

@@ -145,6 +145,9 @@ pub struct Child<R: Role> {
     process: tokio::process::Child,
     stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
+    /// The command line, and where its stderr went: what a failure names.
+    words: Vec<String>,
+    log: Option<PathBuf>,
     pub ready: R::Ready,
 }
 
@@ -208,9 +211,7 @@ impl<R: Role> Child<R> {
             bail!(
                 "`{}` exited ({status}) before it was ready{}",
                 words.join(" "),
-                how.log
-                    .as_ref()
-                    .map_or(String::new(), |p| format!("; see {}", p.display()))
+                why(how.log.as_deref())
             );
         };
         let ready = serde_json::from_str(&said)
@@ -219,6 +220,8 @@ impl<R: Role> Child<R> {
             process,
             stdin: Some(stdin),
             stdout,
+            words,
+            log: how.log.clone(),
             ready,
         })
     }
@@ -250,7 +253,11 @@ impl<R: Role> Child<R> {
             .await
             .map_err(|_| anyhow::anyhow!("the child did not finish within {limit:?}"))??;
         if !status.success() {
-            bail!("the child exited with {status}");
+            bail!(
+                "`{}` exited with {status}{}",
+                self.words.join(" "),
+                why(self.log.as_deref())
+            );
         }
         Ok(())
     }
@@ -263,6 +270,25 @@ impl<R: Role> Child<R> {
             .await
             .context("the child did not exit within 10 s of its stdin closing")??;
         Ok(())
+    }
+}
+
+/// What a child that failed said last, from its log: its own error line,
+/// which names the file or the call that failed (or where to look, when the
+/// log cannot be read; with no log its words went to our stderr, above).
+fn why(log: Option<&Path>) -> String {
+    let Some(log) = log else {
+        return "; its own error is above".to_string();
+    };
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let last: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    match last.len() {
+        0 => format!("; it wrote nothing to {}", log.display()),
+        n => format!(
+            ": {} (its log: {})",
+            last[n.saturating_sub(3)..].join(" / "),
+            log.display()
+        ),
     }
 }
 
@@ -329,5 +355,41 @@ mod tests {
         assert!(error.contains("before it was ready"), "{error}");
         assert!(error.contains('3'), "{error}");
         assert!(started.elapsed() < READY_WITHIN);
+    }
+
+    /// A child that fails after it was ready: the parent's error carries the
+    /// child's own last words from its log, not only its exit status.
+    #[derive(Serialize, Deserialize)]
+    struct Failing;
+
+    impl Role for Failing {
+        const COMMAND: &'static [&'static str] = &[
+            "-c",
+            r#"read config; echo null; echo "error: cannot write /data/raw.csv: No space left on device" >&2; exit 1"#,
+        ];
+        type Ready = ();
+        type Ask = ();
+        type Answer = ();
+    }
+
+    #[tokio::test]
+    async fn a_failing_childs_reason_reaches_the_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("child.log");
+        let how = Spawn {
+            log: Some(log.clone()),
+            ..Spawn::default()
+        };
+        let child = Child::start(Path::new("/bin/sh"), &Failing, &how)
+            .await
+            .unwrap();
+        let error = child
+            .finish(Duration::from_secs(30))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("/data/raw.csv: No space left"), "{error}");
+        assert!(error.contains("exit status: 1"), "{error}");
+        assert!(error.contains(&log.display().to_string()), "{error}");
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::folder::Folder;
+use crate::folder::{Folder, State};
 
 /// The flags every experiment has (flatten them into its `Args`).
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
@@ -37,6 +37,8 @@ pub const CONFIG: &str = "config.json";
 /// An experiment's checked configuration: stored with the run, compared
 /// when a run is resumed.
 pub trait Experiment: Serialize + DeserializeOwned + PartialEq {
+    /// The flag that continues an interrupted run, for an experiment that can.
+    const RESUME: Option<&'static str> = None;
     /// Where a new run's results go (`--out`).
     fn out(&self) -> &Path;
 }
@@ -60,7 +62,10 @@ pub enum Start {
 }
 
 /// Runs the experiment and renders it, or with `--render DIR` only renders.
-/// Prints the folder at the end either way.
+/// Prints the folder at the end either way. The run's `meta.json` says how
+/// it ended: finished, failed (with the error), or interrupted by Ctrl-C or
+/// SIGTERM, which stop it at once (its children are killed as the run is
+/// dropped) and exit with status 130.
 pub async fn main<E: Experiment>(
     flags: &Flags,
     config: impl FnOnce() -> anyhow::Result<E>,
@@ -69,6 +74,7 @@ pub async fn main<E: Experiment>(
 ) -> anyhow::Result<()> {
     if let Some(dir) = &flags.render {
         let folder = Folder::open(dir)?;
+        folder.check_finished(E::RESUME)?;
         let config: E = folder.read_json(CONFIG)?;
         print!("{}", (steps.render)(&config, &folder)?);
         println!("rendered again from its records: {}", dir.display());
@@ -86,6 +92,7 @@ pub async fn main<E: Experiment>(
                     config.out().display()
                 );
             }
+            folder.set_state(State::Running, None)?;
             folder
         }
         _ => {
@@ -94,8 +101,38 @@ pub async fn main<E: Experiment>(
             folder
         }
     };
-    (steps.run)(&config, &folder).await?;
-    print!("{}", (steps.render)(&config, &folder)?);
-    println!("results in {}", folder.path().display());
-    Ok(())
+    let ran = tokio::select! {
+        ran = async {
+            (steps.run)(&config, &folder).await?;
+            (steps.render)(&config, &folder)
+        } => ran,
+        () = program::shutdown_signal() => {
+            folder.set_state(State::Interrupted, None)?;
+            let next = match E::RESUME {
+                Some(flag) => format!("continue it with the same flags and {flag}"),
+                None => "run it again".to_string(),
+            };
+            return Err(program::Exit::report(
+                130,
+                format!(
+                    "interrupted: the run in {} is incomplete, and its meta.json says so; \
+                     to finish it, {next}",
+                    folder.path().display()
+                ),
+            )
+            .into());
+        }
+    };
+    match ran {
+        Ok(report) => {
+            folder.set_state(State::Finished, None)?;
+            print!("{report}");
+            println!("results in {}", folder.path().display());
+            Ok(())
+        }
+        Err(e) => {
+            folder.set_state(State::Failed, Some(format!("{e:#}")))?;
+            Err(e)
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! a `meta.json` saying where and how it ran.
 
 use std::{
-    path::{Path, PathBuf},
+    path::{Component, Path, PathBuf},
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -44,13 +44,56 @@ impl RunMeta {
                 "release"
             }
             .to_string(),
-            started_unix_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            started_unix_s: unix_now(),
             machine: Machine::this(),
             loadavg_1m: program::proc::loadavg_1m(),
         }
     }
+}
+
+/// How far a run got: `meta.json` says it beside the run's description, so a
+/// folder left by a Ctrl-C or a crash never passes for a finished run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Started and not ended: still going, or killed before it could say so.
+    Running,
+    Finished,
+    /// Stopped by Ctrl-C or SIGTERM.
+    Interrupted,
+    /// Stopped by an error, which `meta.json` keeps.
+    Failed,
+}
+
+/// The part of `meta.json` that changes as the run goes on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Runs recorded before states were kept have none; all of them finished.
+    #[serde(default = "finished")]
+    pub state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_unix_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn finished() -> State {
+    State::Finished
+}
+
+/// All of `meta.json`: what ran, and how far it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Meta {
+    #[serde(flatten)]
+    run: RunMeta,
+    #[serde(flatten)]
+    progress: Progress,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A run's folder.
@@ -60,29 +103,67 @@ pub struct Folder {
 }
 
 impl Folder {
-    /// A fresh folder for a new run, with this process's `meta.json`. A folder
-    /// already at `dir` is emptied if it holds an earlier run (it has a
-    /// `meta.json`) or sits under a `target/` folder; anything else is refused,
-    /// so that a mistyped `--out` never deletes someone's files.
+    /// A fresh folder for a new run, with this process's `meta.json` saying it
+    /// is running. `dir` is typed by a reader (`--out`), so it is emptied only
+    /// when that cannot lose anything: it is empty, or it holds an earlier run
+    /// (its `meta.json` reads as one). Everything else is refused before a
+    /// file is touched: a path with `..`, a symbolic link, a file, a folder of
+    /// other files.
     pub fn create(dir: &Path) -> anyhow::Result<Folder> {
-        if dir.exists() {
-            let ours = dir.join(META).exists()
-                || dir.components().any(|c| c.as_os_str() == "target")
-                || std::fs::read_dir(dir)?.next().is_none();
-            if !ours {
-                bail!(
-                    "{} holds files that are not an earlier run's; give --out an empty or new folder",
-                    dir.display()
-                );
-            }
-            std::fs::remove_dir_all(dir)
-                .with_context(|| format!("cannot empty {}", dir.display()))?;
+        if dir.components().any(|c| c == Component::ParentDir) {
+            // What the path names, for the message: by the file system where
+            // it exists, else by dropping each `..` with the name before it.
+            let resolved = dir.canonicalize().unwrap_or_else(|_| {
+                let mut path = PathBuf::new();
+                for c in dir.components() {
+                    match c {
+                        Component::ParentDir if path.file_name().is_some() => {
+                            path.pop();
+                        }
+                        c => path.push(c),
+                    }
+                }
+                path
+            });
+            bail!(
+                "--out {}: a path with `..` is refused, so that a slip of the keyboard \
+                 cannot name a folder above the one meant; write it without `..` \
+                 (here: {})",
+                dir.display(),
+                resolved.display()
+            );
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        match std::fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot look at --out {}", dir.display()));
+            }
+            Ok(m) if m.file_type().is_symlink() => bail!(
+                "--out {} is a symbolic link{}; a run's folder is emptied before it starts, \
+                 so give --out the folder itself, or a new one",
+                dir.display(),
+                std::fs::read_link(dir).map_or(String::new(), |to| format!(" to {}", to.display()))
+            ),
+            Ok(m) if !m.is_dir() => bail!(
+                "--out {} is a file, not a folder; give --out a new folder, \
+                 an empty one or an earlier run's",
+                dir.display()
+            ),
+            Ok(_) => empty_earlier_run(dir)?,
+        }
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create --out {}", dir.display()))?;
         let folder = Folder {
             dir: dir.to_path_buf(),
         };
-        folder.write_json(META, &RunMeta::now())?;
+        folder.write_meta(&Meta {
+            run: RunMeta::now(),
+            progress: Progress {
+                state: State::Running,
+                ended_unix_s: None,
+                error: None,
+            },
+        })?;
         Ok(folder)
     }
 
@@ -90,13 +171,73 @@ impl Folder {
     pub fn open(dir: &Path) -> anyhow::Result<Folder> {
         if !dir.join(META).is_file() {
             bail!(
-                "{} is not a finished run's folder (it has no {META})",
+                "{} is not a run's folder (it has no {META}); give the folder a run printed \
+                 at its end (\"results in ...\")",
                 dir.display()
             );
         }
         Ok(Folder {
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// How far the run in this folder got.
+    pub fn progress(&self) -> anyhow::Result<Progress> {
+        self.read_json(META)
+    }
+
+    /// Records how the run ended (or that it runs again, when resumed).
+    pub fn set_state(&self, state: State, error: Option<String>) -> anyhow::Result<()> {
+        let mut meta: Meta = self.read_json(META)?;
+        meta.progress = Progress {
+            state,
+            ended_unix_s: (state != State::Running).then(unix_now),
+            error,
+        };
+        self.write_meta(&meta)
+    }
+
+    /// Fails, saying what happened to the run and what would finish it, unless
+    /// the run in this folder finished. `resume` is the flag that continues an
+    /// unfinished run, for the experiments that have one.
+    pub fn check_finished(&self, resume: Option<&str>) -> anyhow::Result<()> {
+        let Progress {
+            state,
+            ended_unix_s,
+            error,
+        } = self.progress()?;
+        let run = self.meta()?;
+        let how = match state {
+            State::Finished => return Ok(()),
+            State::Running => format!(
+                "is marked running, last written {}: it was killed, or is still going",
+                ago(last_written(&self.dir))
+            ),
+            State::Interrupted => format!("was interrupted {}", ago(ended_unix_s)),
+            State::Failed => format!(
+                "failed {}: {}",
+                ago(ended_unix_s),
+                error.as_deref().unwrap_or("(no reason kept)")
+            ),
+        };
+        let command = std::iter::once(run.program.as_str())
+            .chain(run.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let next = match resume {
+            Some(flag) => format!("continue it with the same flags and {flag}"),
+            None => "run it again".to_string(),
+        };
+        bail!(
+            "{} holds a run that did not finish, so its records are incomplete and there is \
+             nothing to render. The run (`{command}`, started {}) {how}. To render it, {next}.",
+            self.dir.display(),
+            ago(Some(run.started_unix_s)),
+        )
+    }
+
+    fn write_meta(&self, meta: &Meta) -> anyhow::Result<()> {
+        self.write_json(META, meta)
     }
 
     /// A folder inside this one, for one arm or one attempt: created, and
@@ -158,9 +299,73 @@ impl Folder {
     }
 }
 
+/// Makes way for a new run in `dir`, an existing folder, if that loses
+/// nothing: an empty folder stays as it is, an earlier run (its `meta.json`
+/// reads as one) is deleted, and anything else is refused.
+fn empty_earlier_run(dir: &Path) -> anyhow::Result<()> {
+    let mut entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read --out {}", dir.display()))?;
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    if records::read_json::<Meta>(&dir.join(META)).is_err() {
+        bail!(
+            "--out {} holds files that no run wrote (it has no {META} of a run), \
+             and a new run would delete them, so nothing was touched; \
+             give --out a new or empty folder, or an earlier run's",
+            dir.display()
+        );
+    }
+    std::fs::remove_dir_all(dir)
+        .with_context(|| format!("cannot delete the earlier run in {}", dir.display()))
+}
+
+/// When a file in `dir` (or below it) was last written, in Unix seconds.
+fn last_written(dir: &Path) -> Option<u64> {
+    let mut newest = None;
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                folders.push(entry.path());
+            } else if let Ok(at) = meta.modified() {
+                let s = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                newest = newest.max(Some(s));
+            }
+        }
+    }
+    newest
+}
+
+/// "12 min ago", for a message a reader reads now.
+fn ago(unix_s: Option<u64>) -> String {
+    let Some(then) = unix_s else {
+        return "at a time not recorded".to_string();
+    };
+    let s = unix_now().saturating_sub(then);
+    match s {
+        0..120 => format!("{s} s ago"),
+        120..7200 => format!("{} min ago", s / 60),
+        7200..172_800 => format!("{} h ago", s / 3600),
+        _ => format!("{} days ago", s / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stranger(dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let file = dir.join("thesis.tex");
+        std::fs::write(&file, "years of work").unwrap();
+        file
+    }
+
+    fn refused(out: &Path) -> String {
+        format!("{:#}", Folder::create(out).unwrap_err())
+    }
 
     #[test]
     fn a_new_run_replaces_an_old_one_but_never_a_stranger() {
@@ -180,14 +385,127 @@ mod tests {
         let again = Folder::create(&out).unwrap();
         assert!(!again.join("old.csv").exists());
         assert!(again.join(META).exists());
+        // So is an empty folder taken as it is.
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        Folder::create(&empty).unwrap();
         // A folder of someone else's files is not touched.
         let other = dir.path().join("photos");
-        std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(other.join("cat.jpg"), "meow").unwrap();
-        let error = Folder::create(&other).unwrap_err().to_string();
-        assert!(error.contains("not an earlier run"), "{error}");
-        assert!(other.join("cat.jpg").exists());
+        let file = stranger(&other);
+        let error = refused(&other);
+        assert!(
+            error.contains("no run wrote") && error.contains("--out"),
+            "{error}"
+        );
+        assert!(file.exists());
         assert!(Folder::open(&other).is_err());
         assert!(Folder::open(&out).is_ok());
+    }
+
+    #[test]
+    fn a_folder_named_target_is_not_special() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        let file = stranger(&target);
+        let error = refused(&target);
+        assert!(error.contains("no run wrote"), "{error}");
+        assert!(file.exists());
+        // Nor is one below it that a run did not write.
+        let below = target.join("experiments");
+        let file = stranger(&below);
+        refused(&below);
+        assert!(file.exists());
+    }
+
+    #[test]
+    fn a_path_that_climbs_is_refused_before_anything_is_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = stranger(dir.path());
+        std::fs::create_dir(dir.path().join("target")).unwrap();
+        // `DIR/target/..` is DIR itself, which holds the reader's files.
+        let climbing = dir.path().join("target").join("..");
+        let error = refused(&climbing);
+        assert!(error.contains("`..`"), "{error}");
+        // The message names the folder it resolves to.
+        let resolved = dir.path().canonicalize().unwrap();
+        assert!(error.contains(&resolved.display().to_string()), "{error}");
+        assert!(file.exists());
+        assert!(dir.path().join("target").is_dir());
+        // A path that does not exist is resolved by its names.
+        let error = refused(&dir.path().join("not-yet").join(".."));
+        assert!(error.contains(&format!("(here: {})", dir.path().display())), "{error}");
+        // Even when the folder it names is an earlier run.
+        let run = dir.path().join("run");
+        Folder::create(&run).unwrap();
+        refused(&run.join("sub").join(".."));
+        assert!(run.join(META).exists());
+    }
+
+    #[test]
+    fn a_symbolic_link_is_refused_and_what_it_points_to_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        let file = stranger(&elsewhere);
+        let link = dir.path().join("results");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let error = refused(&link);
+        assert!(error.contains("symbolic link"), "{error}");
+        assert!(error.contains(&elsewhere.display().to_string()), "{error}");
+        assert!(file.exists());
+        assert!(link.is_symlink());
+        // A link to an earlier run is refused too: the run is kept.
+        let run = dir.path().join("run");
+        Folder::create(&run).unwrap();
+        let to_run = dir.path().join("latest");
+        std::os::unix::fs::symlink(&run, &to_run).unwrap();
+        refused(&to_run);
+        assert!(run.join(META).exists());
+    }
+
+    #[test]
+    fn a_file_is_not_a_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "mine").unwrap();
+        let error = refused(&file);
+        assert!(
+            error.contains("is a file") && error.contains("--out"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+        // A path through a file cannot be created either, and says which.
+        let error = refused(&file.join("run"));
+        assert!(error.contains("notes.txt"), "{error}");
+    }
+
+    #[test]
+    fn a_run_says_how_far_it_got_and_only_a_finished_one_renders() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = Folder::create(&dir.path().join("run")).unwrap();
+        assert_eq!(folder.progress().unwrap().state, State::Running);
+        let error = format!("{:#}", folder.check_finished(None).unwrap_err());
+        assert!(error.contains("marked running"), "{error}");
+        folder.set_state(State::Interrupted, None).unwrap();
+        let error = format!("{:#}", folder.check_finished(Some("--resume")).unwrap_err());
+        assert!(error.contains("interrupted"), "{error}");
+        assert!(error.contains("--resume"), "{error}");
+        // The message names the command that made the run.
+        let program = folder.meta().unwrap().program;
+        assert!(error.contains(&program), "{error}");
+        folder
+            .set_state(State::Failed, Some("cannot reach the server".into()))
+            .unwrap();
+        let error = format!("{:#}", folder.check_finished(None).unwrap_err());
+        assert!(error.contains("cannot reach the server"), "{error}");
+        assert!(error.contains("run it again"), "{error}");
+        folder.set_state(State::Finished, None).unwrap();
+        folder.check_finished(None).unwrap();
+        assert!(folder.progress().unwrap().ended_unix_s.is_some());
+        // A run recorded before states were kept has none, and finished.
+        let mut old: serde_json::Value = folder.read_json(META).unwrap();
+        old.as_object_mut().unwrap().remove("state");
+        folder.write_json(META, &old).unwrap();
+        assert_eq!(folder.progress().unwrap().state, State::Finished);
+        assert_eq!(folder.meta().unwrap().program, program);
     }
 }

@@ -8,7 +8,9 @@
 //!   on disk into tables and plots. `--render DIR` re-creates the report of a
 //!   finished run without running anything, byte for byte.
 //! - [`folder`]: the results folder and its `meta.json` (program, arguments,
-//!   build, machine, load average at the start).
+//!   build, machine, load average at the start, and whether the run is
+//!   running, finished, interrupted or failed). A mistyped `--out` is
+//!   refused rather than emptied: only an earlier run is ever deleted.
 //! - [`records`]: typed rows to and from CSV, and typed JSON, through one
 //!   path: a reader never looks a column up by position or a field up by name.
 //! - [`child`]: a process the experiment starts from its own executable,
@@ -26,4 +28,4 @@ pub mod plot;
 pub mod records;
 
 pub use experiment::{Experiment, Start};
-pub use folder::{Folder, RunMeta};
+pub use folder::{Folder, RunMeta, State};

@@ -6,7 +6,7 @@
 use std::{
     fs::File,
     marker::PhantomData,
-    path::Path,
+    path::{Path, PathBuf},
     sync::Mutex,
     time::{Duration, Instant},
 };
@@ -117,13 +117,14 @@ impl<T: Serialize + DeserializeOwned> Growing<T> {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let file =
-            File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        let file = File::create(path).map_err(|e| cannot("write", path, e.into()))?;
         let mut out = csv::WriterBuilder::new()
             .has_headers(false)
             .from_writer(file);
-        out.write_record(field_names::<T>())?;
-        out.flush()?;
+        out.write_record(field_names::<T>())
+            .map_err(csv_error)
+            .and_then(|()| Ok(out.flush()?))
+            .map_err(|e| cannot("write", path, e))?;
         Ok(Growing {
             path: path.to_path_buf(),
             state: Mutex::new(GrowingState {
@@ -137,17 +138,13 @@ impl<T: Serialize + DeserializeOwned> Growing<T> {
 
     pub fn push(&self, row: &T) {
         let mut state = self.state.lock().expect("growing table lock");
-        let result = state
-            .out
-            .serialize(row)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| {
-                if state.flushed.elapsed() >= Self::FLUSH_EVERY {
-                    state.flushed = Instant::now();
-                    state.out.flush()?;
-                }
-                Ok(())
-            });
+        let result = state.out.serialize(row).map_err(csv_error).and_then(|()| {
+            if state.flushed.elapsed() >= Self::FLUSH_EVERY {
+                state.flushed = Instant::now();
+                state.out.flush()?;
+            }
+            Ok(())
+        });
         if let Err(e) = result {
             state.error.get_or_insert(e);
         }
@@ -157,12 +154,12 @@ impl<T: Serialize + DeserializeOwned> Growing<T> {
     pub fn finish(self) -> anyhow::Result<()> {
         let mut state = self.state.into_inner().expect("growing table lock");
         if let Some(e) = state.error {
-            return Err(e.context(format!("cannot write {}", self.path.display())));
+            return Err(cannot("write", &self.path, e));
         }
         state
             .out
             .flush()
-            .with_context(|| format!("cannot write {}", self.path.display()))
+            .map_err(|e| cannot("write", &self.path, e.into()))
     }
 }
 
@@ -196,12 +193,56 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
         .with_context(|| format!("{} is not what it should be", path.display()))
 }
 
-/// Writes a file, creating its folder first.
+/// Writes a file whole or not at all, creating its folder first: the bytes go
+/// to `NAME.partial`, which is renamed to `NAME` once all of them are on
+/// disk, so a run stopped by a full disk or a signal leaves no half file that
+/// a reader would take for the whole.
 pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| cannot("create", dir, e.into()))?;
     }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let written = std::fs::write(&partial, bytes).and_then(|()| std::fs::rename(&partial, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(cannot("write", path, e.into()));
+    }
+    Ok(())
+}
+
+/// The error of a file that could not be written: which file, and, when the
+/// disk is full, what to do about it (a bare "No space left on device" names
+/// neither the file nor the way out).
+pub fn cannot(doing: &str, path: &Path, error: anyhow::Error) -> anyhow::Error {
+    let full = error.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+        })
+    });
+    let what = format!("cannot {doing} {}", path.display());
+    if full {
+        error.context(format!(
+            "{what}: the disk is full; free some space, or give --out a folder on \
+             another disk, and run again"
+        ))
+    } else {
+        error.context(what)
+    }
+}
+
+/// A CSV writer's error, with the I/O error inside it as the cause, so that
+/// [`cannot`] can tell a full disk.
+fn csv_error(error: csv::Error) -> anyhow::Error {
+    if error.is_io_error() {
+        std::io::Error::from(error).into()
+    } else {
+        error.into()
+    }
 }
 
 /// A `Duration` in a CSV column as milliseconds with three decimals
@@ -351,5 +392,59 @@ mod tests {
         std::fs::write(&path, "index,due_ms,ended_ms,code\n0,1.0,,\nx,soon,,\n").unwrap();
         let error = format!("{:#}", read_csv::<Row>(&path).unwrap_err());
         assert!(error.contains("row 2"), "{error}");
+    }
+
+    #[test]
+    fn a_file_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deep").join("summary.json");
+        write_json(&path, &vec![1, 2, 3]).unwrap();
+        assert_eq!(read_json::<Vec<u32>>(&path).unwrap(), [1, 2, 3]);
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["summary.json"], "no .partial file is left behind");
+        // A folder that cannot be made is named, and the old file stays.
+        let blocked = dir.path().join("deep").join("summary.json").join("x.csv");
+        let error = format!("{:#}", write(&blocked, b"x").unwrap_err());
+        assert!(error.contains("summary.json"), "{error}");
+        assert_eq!(read_json::<Vec<u32>>(&path).unwrap(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_full_disk_names_the_file_and_the_way_out() {
+        // /dev/full fails every write with ENOSPC, as a full disk does.
+        if !Path::new("/dev/full").exists() {
+            return;
+        }
+        let table = Growing::<Row>::create(Path::new("/dev/full"));
+        let error = match table {
+            Ok(table) => {
+                table.push(&Row {
+                    index: 0,
+                    due: Duration::ZERO,
+                    ended: None,
+                    code: None,
+                });
+                format!("{:#}", table.finish().unwrap_err())
+            }
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(error.contains("/dev/full"), "{error}");
+        assert!(
+            error.contains("disk is full") && error.contains("--out"),
+            "{error}"
+        );
+        // The same words for any write that meets a full disk.
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let error = format!("{:#}", cannot("write", Path::new("a.csv"), full.into()));
+        assert!(
+            error.contains("a.csv") && error.contains("disk is full"),
+            "{error}"
+        );
+        let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let error = format!("{:#}", cannot("write", Path::new("a.csv"), other.into()));
+        assert!(!error.contains("disk is full"), "{error}");
     }
 }
