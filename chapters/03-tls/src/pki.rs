@@ -12,6 +12,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use anyhow::Context;
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose,
     ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth},
@@ -98,14 +99,24 @@ impl Pki {
                 present.join(", ")
             );
         }
-        fs::create_dir_all(&self.dir)?;
+        if self.dir.exists() && !self.dir.is_dir() {
+            anyhow::bail!(
+                "the certificates' folder {} is a file, not a folder; point --certs-dir \
+                 (or CERTS_DIR) at a folder, or move the file away",
+                self.dir.display()
+            );
+        }
+        fs::create_dir_all(&self.dir).with_context(|| {
+            format!(
+                "cannot create the certificates' folder {}",
+                self.dir.display()
+            )
+        })?;
         let files = make_pki()?;
         for (name, contents) in files {
-            write_file(
-                &self.path(name),
-                contents.as_bytes(),
-                name.ends_with(".key"),
-            )?;
+            let path = self.path(name);
+            write_file(&path, contents.as_bytes(), name.ends_with(".key"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Ok(Outcome::Created)
     }

@@ -135,6 +135,22 @@ fn a_partial_pki_is_an_error_that_names_the_folder_and_force() {
 }
 
 #[test]
+fn a_certs_dir_that_is_a_file_is_named_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("certs");
+    fs::write(&file, "not a folder").unwrap();
+    let message = format!("{:#}", Pki::new(&file).generate(false).unwrap_err());
+    assert!(message.contains(&file.display().to_string()), "{message}");
+    assert!(message.contains("is a file"), "{message}");
+    assert!(message.contains("--certs-dir"), "{message}");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "not a folder");
+    // A folder below a file cannot be made either, and the message says which.
+    let below = file.join("dev");
+    let message = format!("{:#}", Pki::new(&below).generate(false).unwrap_err());
+    assert!(message.contains(&below.display().to_string()), "{message}");
+}
+
+#[test]
 fn inspect_shows_names_usages_and_ca_constraints() {
     let (_dir, pki) = fresh_pki();
 
