@@ -100,9 +100,10 @@ fn axes<'a, 'b>(
 /// Draws `panels` one above the other, 720 pixels wide, all on the same x
 /// range; each panel's y axis starts at 0.
 pub fn panels(path: &Path, title: &str, x_label: &str, panels: &[Panel]) -> anyhow::Result<()> {
-    let backend = SVGBackend::new(path, size(panels.len()));
-    draw(backend, title, x_label, panels)
-        .map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+    // Drawn in memory, then written whole (records::write), so a full disk
+    // never leaves half a picture under the plot's name.
+    let svg = panels_svg(title, x_label, panels)?;
+    crate::records::write(path, svg.as_bytes())
 }
 
 /// [`panels`], as SVG text instead of a file (the live view sends it).
@@ -184,15 +185,22 @@ pub struct BarPanel {
 /// Draws bar charts one above the other, 720 pixels wide; each bar's label
 /// is written under it, and each y axis starts at 0.
 pub fn bars(path: &Path, title: &str, panels: &[BarPanel]) -> anyhow::Result<()> {
-    draw_bars(path, title, panels).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+    let mut svg = String::new();
+    draw_bars(
+        SVGBackend::with_string(&mut svg, size(panels.len())),
+        title,
+        panels,
+    )
+    .map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))?;
+    crate::records::write(path, svg.as_bytes())
 }
 
 fn draw_bars(
-    path: &Path,
+    backend: SVGBackend<'_>,
     title: &str,
     panels: &[BarPanel],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let root = figure(SVGBackend::new(path, size(panels.len())), title)?;
+    let root = figure(backend, title)?;
     for (area, panel) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
         let n = panel.bars.len().max(1);
         let y_max = panel
