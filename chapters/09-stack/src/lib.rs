@@ -2,9 +2,10 @@
 //!
 //! `cargo run` (or `cargo run -p stack`) creates the development PKI if it is
 //! missing, starts the gRPC and REST greeters, prints how to call them, and on
-//! Ctrl-C or SIGTERM drains both before exiting. Each server is exactly the one
-//! from its own chapter; this crate only wires them together. The gRPC port
-//! also serves chapter 8's `streaming.v1.Streamer`, beside the Greeter.
+//! Ctrl-C or SIGTERM drains both before exiting (a second one stops at once).
+//! Each server is exactly the one from its own chapter; this crate only wires
+//! them together. The gRPC port also serves chapter 8's `streaming.v1.Streamer`,
+//! beside the Greeter.
 
 use std::{
     net::SocketAddr,
@@ -16,6 +17,7 @@ use anyhow::Context;
 use certs::{Pki, TlsArgs, pki::Outcome};
 use clap::Parser;
 use grpc_server::CallStats;
+use program::{Exit, StopSignal, StopSignals};
 use prometheus_client::registry::Registry;
 use streaming::StreamStats;
 use tokio::{
@@ -53,7 +55,8 @@ pub struct Args {
 }
 
 /// `cargo run`'s entry point: parses the command line, serves until Ctrl-C or
-/// SIGTERM, and returns once both servers have drained.
+/// SIGTERM, and returns once both servers have drained, or at once on a second
+/// Ctrl-C or SIGTERM (with an [`Exit`](program::Exit) of that signal's status).
 pub fn main() -> anyhow::Result<()> {
     program::init_tracing();
     let args = Args::parse();
@@ -62,9 +65,9 @@ pub fn main() -> anyhow::Result<()> {
         let mut stack = Stack::start(&args).await?;
         print_banner(&stack, &args);
         let listening = std::mem::take(&mut stack.listening);
-        let signal = program::shutdown_signal();
+        let signals = program::stop_signals();
         tokio::try_join!(
-            stack.run_until(signal),
+            stack.run_until(signals),
             program::ready_file::publish_when_listening(args.ready_file.as_deref(), listening),
         )?;
         Ok(())
@@ -154,25 +157,31 @@ impl Stack {
     // ANCHOR_END: start
 
     // ANCHOR: run_until
-    /// Serves until `signal` resolves or either server fails, then drains both.
-    pub async fn run_until(
-        mut self,
-        signal: impl std::future::Future<Output = ()>,
-    ) -> anyhow::Result<()> {
+    /// Serves until the first of `signals` or until either server fails, then
+    /// drains both. A second signal during the drain stops at once: the calls
+    /// still in flight are counted and cut off, and the error returned makes
+    /// the program exit with that signal's status (130 for Ctrl-C).
+    pub async fn run_until(mut self, mut signals: StopSignals) -> anyhow::Result<()> {
         // A server that stops on its own (it should not) takes the stack down,
         // rather than leaving half a stack that looks alive.
         let early = tokio::select! {
-            _ = signal => None,
+            _ = next_signal(&mut signals) => None,
             r = &mut self.grpc => Some(("gRPC", r)),
             r = &mut self.rest => Some(("REST", r)),
         };
         info!("shutting down: draining both servers");
         let _ = self.stop.send(true);
         let failed = early.as_ref().map(|(name, _)| *name);
-        let (grpc, rest) = match early {
-            None => (self.grpc.await, self.rest.await),
-            Some(("gRPC", r)) => (r, self.rest.await),
-            Some((_, r)) => (self.grpc.await, r),
+        let drained = async {
+            match early {
+                None => ((&mut self.grpc).await, (&mut self.rest).await),
+                Some(("gRPC", r)) => (r, (&mut self.rest).await),
+                Some((_, r)) => ((&mut self.grpc).await, r),
+            }
+        };
+        let (grpc, rest) = tokio::select! {
+            results = drained => results,
+            signal = next_signal(&mut signals) => return Err(self.cut_off(signal).into()),
         };
         info!(
             grpc_completed = self.grpc_stats.completed(),
@@ -195,7 +204,38 @@ impl Stack {
             None => Ok(()),
         }
     }
+
+    /// Stops without waiting for the drain: both servers' tasks end here, and
+    /// the program ends as soon as this error reaches `main`, its connections
+    /// with it. Each call cut off fails at its client (a reset, a closed
+    /// connection); the report says how many there were.
+    fn cut_off(&self, signal: StopSignal) -> Exit {
+        let grpc = self.grpc_stats.in_flight();
+        let rest = self.rest_stats.in_flight();
+        let streams = self.stream_stats.calls.in_flight();
+        self.grpc.abort();
+        self.rest.abort();
+        let calls = match grpc + rest + streams {
+            1 => "1 call still in flight was".to_string(),
+            n => format!("{n} calls still in flight were"),
+        };
+        Exit::report(
+            signal.exit_status(),
+            format!(
+                "second {signal} while draining: stopped at once; {calls} cut off \
+                 (gRPC {grpc}, REST {rest}, streams {streams})"
+            ),
+        )
+    }
     // ANCHOR_END: run_until
+}
+
+/// The next Ctrl-C or SIGTERM; never, if no more can come.
+async fn next_signal(signals: &mut StopSignals) -> StopSignal {
+    match signals.recv().await {
+        Some(signal) => signal,
+        None => std::future::pending().await,
+    }
 }
 
 /// Creates the PKI when the stack uses the default file names and none exist.

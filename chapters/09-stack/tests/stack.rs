@@ -6,11 +6,12 @@ use std::{fs, net::SocketAddr, path::Path, time::Duration};
 
 use certs::{Pki, TlsArgs};
 use grpc_server::testing::KillOnDrop;
+use program::StopSignal;
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use reqwest::{StatusCode, Version};
 use serde_json::{Value, json};
 use stack::{Args, Stack};
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 /// The bound on every wait in this file: it turns a hang into a failure and is
@@ -101,11 +102,9 @@ async fn starts_with_a_new_pki_serves_both_protocols_and_stops_cleanly() {
     assert_eq!(grpc_greeting(&pki, stack.grpc_addr).await, "Hello, Ada!");
 
     let (grpc_stats, rest_stats) = (stack.grpc_stats.clone(), stack.rest_stats.clone());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let running = tokio::spawn(stack.run_until(async {
-        let _ = stopped.await;
-    }));
-    stop.send(()).unwrap();
+    let (signal, signals) = mpsc::unbounded_channel();
+    let running = tokio::spawn(stack.run_until(signals));
+    signal.send(StopSignal::Terminate).unwrap();
     let result = tokio::time::timeout(PATIENCE, running)
         .await
         .expect("run_until returned after the signal")

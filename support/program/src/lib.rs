@@ -4,7 +4,8 @@
 //!
 //! - [`exit_code`] and [`Exit`]: how every program ends;
 //! - [`init_tracing`]: where logs go;
-//! - [`shutdown_signal`]: when a server starts to drain;
+//! - [`shutdown_signal`]: when a server starts to drain, and [`stop_signals`]
+//!   for a program that also cuts its drain short at a second signal;
 //! - [`certs_dir`] and [`default_ca`]: where the development PKI lives;
 //! - [`ready_file`]: how a server tells a script or a harness it is listening;
 //! - [`duration`]: how durations are written on every command line;
@@ -131,6 +132,72 @@ pub async fn shutdown_signal() {
 }
 // ANCHOR_END: shutdown_signal
 
+/// The two signals that ask a server to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGINT: Ctrl-C in the terminal.
+    Interrupt,
+    /// SIGTERM: what `docker stop`, Kubernetes and systemd send.
+    Terminate,
+}
+
+impl StopSignal {
+    /// The status a shell reports for a program this signal ended, 128 + the
+    /// signal's number: 130 for Ctrl-C, 143 for SIGTERM. A program that stops
+    /// short because of a signal exits with it, so a script can tell.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            StopSignal::Interrupt => 130,
+            StopSignal::Terminate => 143,
+        }
+    }
+}
+
+impl fmt::Display for StopSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopSignal::Interrupt => "Ctrl-C (SIGINT)",
+            StopSignal::Terminate => "SIGTERM",
+        })
+    }
+}
+
+/// Every Ctrl-C and SIGTERM, one message each, in order.
+pub type StopSignals = tokio::sync::mpsc::UnboundedReceiver<StopSignal>;
+
+// ANCHOR: stop_signals
+/// Listens for Ctrl-C and SIGTERM from now on, for as long as the returned
+/// receiver lives (inside a Tokio runtime). Unlike [`shutdown_signal`], it
+/// hears every signal, not only the first: a server drains at the first, and
+/// a second one, sent by an operator who will not wait, can cut the drain
+/// short. Listening starts here, not at the first `recv`, so no signal is lost
+/// in between. If no signal can be listened to, `recv` returns `None` at once.
+pub fn stop_signals() -> StopSignals {
+    let (sender, signals) = tokio::sync::mpsc::unbounded_channel();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        for (kind, which) in [
+            (SignalKind::interrupt(), StopSignal::Interrupt),
+            (SignalKind::terminate(), StopSignal::Terminate),
+        ] {
+            let Ok(mut arrivals) = signal(kind) else {
+                continue;
+            };
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                while arrivals.recv().await.is_some() && sender.send(which).is_ok() {}
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() && sender.send(StopSignal::Interrupt).is_ok() {}
+    });
+    signals
+}
+// ANCHOR_END: stop_signals
+
 /// The root of this workspace, wherever `cargo run` was started from.
 pub fn workspace_root() -> PathBuf {
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
@@ -168,6 +235,12 @@ mod tests {
             "RPC failed: UNAVAILABLE"
         );
         assert_eq!(Exit::silent(1).to_string(), "exit status 1");
+    }
+
+    #[test]
+    fn a_stop_signal_exits_with_the_status_a_shell_gives_it() {
+        assert_eq!(StopSignal::Interrupt.exit_status(), 128 + 2);
+        assert_eq!(StopSignal::Terminate.exit_status(), 128 + 15);
     }
 
     #[test]
