@@ -49,7 +49,11 @@ pub const MAX_HEADERS: usize = 100;
 
 /// The HTTP/2 counterpart of MAX_HEAD_BYTES (`SETTINGS_MAX_HEADER_LIST_SIZE`),
 /// and for the same reason as on the gRPC port: hyper's 16 KiB made h2 end
-/// the whole connection for a 64 KiB header.
+/// the whole connection for a 64 KiB header. Every list under it is answered
+/// (past MAX_HEADER_BYTES, with the guard's 431). curl cannot send one over
+/// about 64 KiB, though: its nghttp2 refuses to encode such a block
+/// (`max_send_header_block_length`) and calls that REFUSED_STREAM, so curl
+/// retries, then gives up without a status; no request ever arrives here.
 pub const MAX_HEADER_LIST_BYTES: u32 = grpc_server::server::MAX_HEADER_LIST_BYTES;
 
 /// Streams a connection may make us reset for its protocol errors before it
