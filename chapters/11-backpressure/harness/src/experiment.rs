@@ -65,7 +65,7 @@ pub enum Start {
 /// Prints the folder at the end either way. The run's `meta.json` says how
 /// it ended: finished, failed (with the error), or interrupted by Ctrl-C or
 /// SIGTERM, which stop it at once (its children are killed as the run is
-/// dropped) and exit with status 130.
+/// dropped) and exit with the signal's status (130 for Ctrl-C).
 pub async fn main<E: Experiment>(
     flags: &Flags,
     config: impl FnOnce() -> anyhow::Result<E>,
@@ -101,22 +101,23 @@ pub async fn main<E: Experiment>(
             folder
         }
     };
+    let mut signals = program::stop_signals();
     let ran = tokio::select! {
         ran = async {
             (steps.run)(&config, &folder).await?;
             (steps.render)(&config, &folder)
         } => ran,
-        () = program::shutdown_signal() => {
+        Some(signal) = signals.recv() => {
             folder.set_state(State::Interrupted, None)?;
             let next = match E::RESUME {
                 Some(flag) => format!("continue it with the same flags and {flag}"),
                 None => "run it again".to_string(),
             };
             return Err(program::Exit::report(
-                130,
+                signal.exit_status(),
                 format!(
-                    "interrupted: the run in {} is incomplete, and its meta.json says so; \
-                     to finish it, {next}",
+                    "interrupted by {signal}: the run in {} is incomplete, and its \
+                     meta.json says so; to finish it, {next}",
                     folder.path().display()
                 ),
             )

@@ -433,7 +433,10 @@ mod tests {
         assert!(dir.path().join("target").is_dir());
         // A path that does not exist is resolved by its names.
         let error = refused(&dir.path().join("not-yet").join(".."));
-        assert!(error.contains(&format!("(here: {})", dir.path().display())), "{error}");
+        assert!(
+            error.contains(&format!("(here: {})", dir.path().display())),
+            "{error}"
+        );
         // Even when the folder it names is an earlier run.
         let run = dir.path().join("run");
         Folder::create(&run).unwrap();

@@ -9,6 +9,7 @@ use anyhow::anyhow;
 use plotters::{
     coord::{Shift, types::RangedCoordf64},
     prelude::*,
+    style::text_anchor::{HPos, Pos, VPos},
 };
 
 /// A named set of points; drawn as a line, or as dots when points are many
@@ -83,6 +84,28 @@ fn y_top(highest: f64, headroom: f64) -> f64 {
     }
 }
 
+/// A tick's label: `1400`, `0.5`, `0.25`, never `1400.0`. The ticks plotters
+/// picks are round numbers, so the shortest decimal that gives the value back
+/// (to a billionth of its size) is the whole of it.
+pub fn tick(value: &f64) -> String {
+    let v = *value;
+    let tolerance = 1e-9 * v.abs().max(1e-12);
+    let text = (0..=9)
+        .map(|decimals| format!("{v:.decimals$}"))
+        .find(|t| t.parse::<f64>().is_ok_and(|p| (p - v).abs() <= tolerance))
+        .unwrap_or_else(|| v.to_string());
+    // `-0` is 0.
+    if text
+        .trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        "0".into()
+    } else {
+        text
+    }
+}
+
 /// One chart's axes in `area`.
 fn axes<'a, 'b>(
     area: &'a Area<'b>,
@@ -141,6 +164,8 @@ fn draw(
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(&panel.y_label)
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .draw()?;
         for (i, series) in panel.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
@@ -195,6 +220,67 @@ pub fn bars(path: &Path, title: &str, panels: &[BarPanel]) -> anyhow::Result<()>
     crate::records::write(path, svg.as_bytes())
 }
 
+/// The bar labels' font size, as plotters takes it (it writes 13 as about
+/// 10.5 pixels).
+const LABEL_SIZE: u32 = 13;
+/// Pixels from one line of a bar label to the next.
+const LABEL_LINE: i32 = 14;
+/// A generous width for one character of a bar label, in pixels: no font is
+/// at hand to measure with, and a sans-serif letter or digit at 10.5 pixels
+/// is about 6 wide on average (DejaVu Sans, a wide face: digits 6.7, `i` 3).
+const LABEL_CHAR: f64 = 6.5;
+
+/// Bar labels laid out so that no two overlap: each wrapped at its spaces to
+/// the width of its bar's slot and centred under the bar. When a single word
+/// is still wider than a slot, every other bar's label moves down below its
+/// neighbours'.
+#[derive(Debug, PartialEq)]
+struct BarLabels {
+    /// Each bar's lines, and the row (from the axis down) of its first line.
+    lines: Vec<(Vec<String>, usize)>,
+    /// How many rows of text the labels take.
+    rows: usize,
+}
+
+impl BarLabels {
+    fn lay_out(labels: &[&str], slot_px: f64) -> BarLabels {
+        let fits = (slot_px / LABEL_CHAR).floor().max(1.0) as usize;
+        let wrapped: Vec<Vec<String>> = labels.iter().map(|l| wrap(l, fits)).collect();
+        let tallest = wrapped.iter().map(Vec::len).max().unwrap_or(0);
+        let stagger = wrapped.iter().flatten().any(|l| l.chars().count() > fits);
+        let lines = wrapped
+            .into_iter()
+            .enumerate()
+            .map(|(i, lines)| (lines, if stagger && i % 2 == 1 { tallest } else { 0 }))
+            .collect();
+        BarLabels {
+            lines,
+            rows: if stagger { 2 * tallest } else { tallest },
+        }
+    }
+
+    /// The height of the band under the axis that holds the labels.
+    fn height(&self) -> u32 {
+        8 + LABEL_LINE as u32 * self.rows as u32
+    }
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces; a word
+/// longer than that keeps a line to itself.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
 fn draw_bars(
     backend: SVGBackend<'_>,
     title: &str,
@@ -209,14 +295,27 @@ fn draw_bars(
             .map(|b| b.high.max(b.value))
             .fold(0.0, f64::max);
         let y_max = y_top(y_max, 1.15);
-        let mut chart = axes(area, 12, 0.0..n as f64, y_max)?;
+        // The plot's width: the area less the y labels (64) and margins (12 each side).
+        let plot_px = f64::from(area.dim_in_pixel().0) - 64.0 - 24.0;
+        let labels = BarLabels::lay_out(
+            &panel
+                .bars
+                .iter()
+                .map(|b| b.label.as_str())
+                .collect::<Vec<_>>(),
+            plot_px / n as f64,
+        );
+        let mut chart = axes(area, labels.height(), 0.0..n as f64, y_max)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .disable_x_axis()
             .y_desc(&panel.y_label)
+            .y_label_formatter(&tick)
             .draw()?;
-        for (i, bar) in panel.bars.iter().enumerate() {
+        let style = TextStyle::from(("sans-serif", LABEL_SIZE).into_font())
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, (bar, (lines, row))) in panel.bars.iter().zip(&labels.lines).enumerate() {
             let color = COLORS[i % COLORS.len()];
             let x = i as f64;
             chart.draw_series(std::iter::once(Rectangle::new(
@@ -233,12 +332,16 @@ fn draw_bars(
                     BLACK.stroke_width(2),
                 )))?;
             }
-            // The label sits just above the whisker, so it never hides the bar.
-            chart.draw_series(std::iter::once(Text::new(
-                bar.label.clone(),
-                (x + 0.15, bar.high.max(bar.value) + y_max * 0.03),
-                ("sans-serif", 13),
-            )))?;
+            // Under the bar, in the band below the axis: it never hides a
+            // bar or a whisker, and wrapped to its slot it never meets a
+            // neighbour's label.
+            for (j, line) in lines.iter().enumerate() {
+                let down = 6 + LABEL_LINE * (row + j) as i32;
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((x + 0.5, 0.0))
+                        + Text::new(line.clone(), (0, down), style.clone()),
+                ))?;
+            }
         }
     }
     root.present()?;
@@ -269,6 +372,53 @@ mod tests {
         for text in ["Title", "time (s)", "top a", "top b", "bottom a", "depth"] {
             assert!(svg.contains(text), "{text} missing");
         }
+    }
+
+    #[test]
+    fn ticks_print_no_useless_decimals() {
+        let ticks: Vec<String> = [
+            0.0,
+            -0.0,
+            1400.0,
+            0.5,
+            0.25,
+            2.5,
+            100000.0,
+            -20.0,
+            0.1 + 0.2,
+        ]
+        .iter()
+        .map(tick)
+        .collect();
+        assert_eq!(
+            ticks,
+            [
+                "0", "0", "1400", "0.5", "0.25", "2.5", "100000", "-20", "0.3"
+            ]
+        );
+    }
+
+    #[test]
+    fn bar_labels_wrap_to_their_slot_or_take_turns() {
+        // Twelve bars in 632 pixels: 52 each, room for 8 characters.
+        let roomy = BarLabels::lay_out(&["ct-inline", "mt2-spawn"], 315.0);
+        assert_eq!(roomy.rows, 1);
+        let tight = BarLabels::lay_out(&["fixed-32 pool", "fixed-32 slow", "target"], 60.0);
+        assert_eq!(
+            tight.lines,
+            [
+                (vec!["fixed-32".into(), "pool".into()], 0),
+                (vec!["fixed-32".into(), "slow".into()], 0),
+                (vec!["target".into()], 0),
+            ]
+        );
+        assert_eq!(tight.rows, 2);
+        // A word wider than its slot: every other label moves down a block.
+        let long = BarLabels::lay_out(&["a very-long-word", "b", "c"], 40.0);
+        assert_eq!(long.lines[0].1, 0);
+        assert_eq!(long.lines[1].1, 2);
+        assert_eq!(long.lines[2].1, 0);
+        assert_eq!(long.rows, 4);
     }
 
     #[test]
