@@ -14,5 +14,5 @@ pub mod listener;
 pub mod pki;
 
 pub use config::{TlsArgs, client_config, server_config};
-pub use listener::TlsListener;
+pub use listener::{ListenError, TlsListener};
 pub use pki::Pki;

@@ -71,19 +71,66 @@ pub struct TlsListener {
     limits: HandshakeLimits,
 }
 
+/// A server that cannot listen: on which address, why, and, once the program
+/// says so ([`ListenError::name_setting`]), which of its settings moves it.
+#[derive(Debug)]
+pub struct ListenError {
+    pub addr: SocketAddr,
+    pub error: io::Error,
+    /// Such as `--grpc-addr or GRPC_ADDR`: only the program knows its flags.
+    pub setting: Option<&'static str>,
+}
+
+impl ListenError {
+    /// Names `setting` in the message of `error`, if it is a [`ListenError`].
+    pub fn name_setting(mut error: anyhow::Error, setting: &'static str) -> anyhow::Error {
+        if let Some(listen) = error.downcast_mut::<ListenError>() {
+            listen.setting = Some(setting);
+        }
+        error
+    }
+}
+
+impl std::fmt::Display for ListenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            addr,
+            error,
+            setting,
+        } = self;
+        write!(f, "cannot listen on {addr}: {error}")?;
+        let elsewhere = match setting {
+            Some(setting) => format!("or move this server with {setting}"),
+            None => "or choose another address".to_string(),
+        };
+        match error.kind() {
+            io::ErrorKind::AddrInUse => write!(
+                f,
+                " (another process is listening there, perhaps an earlier run of \
+                 the workshop; stop it, {elsewhere})"
+            ),
+            io::ErrorKind::PermissionDenied => write!(
+                f,
+                " (ports below 1024 need privileges; choose a higher port{})",
+                setting.map_or(String::new(), |s| format!(" with {s}"))
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+// The io::Error is part of the message above, so it is not a source too:
+// printed as a chain, it would say "Address already in use" twice.
+impl std::error::Error for ListenError {}
+
 impl TlsListener {
-    /// Binds `addr`. The error names the address, and says what a busy port
-    /// usually means on a reader's machine.
+    /// Binds `addr`. The error ([`ListenError`]) names the address, and says
+    /// what a busy port usually means on a reader's machine.
     pub async fn bind(addr: SocketAddr, config: ServerConfig) -> anyhow::Result<Self> {
-        let tcp = TcpListener::bind(addr).await.map_err(|e| {
-            let hint = match e.kind() {
-                io::ErrorKind::AddrInUse => {
-                    " (another process is listening there, perhaps an earlier run of the workshop; stop it or choose another address)"
-                }
-                io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges; choose a higher port)",
-                _ => "",
-            };
-            anyhow::anyhow!("cannot listen on {addr}: {e}{hint}")
+        let tcp = TcpListener::bind(addr).await.map_err(|error| ListenError {
+            addr,
+            error,
+            setting: None,
         })?;
         Ok(TlsListener {
             tcp,

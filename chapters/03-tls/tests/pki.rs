@@ -193,6 +193,17 @@ async fn binding_a_busy_port_names_the_address() {
     };
     let message = format!("{err:#}");
     assert!(message.contains(&addr.to_string()), "{message}");
+    assert!(message.contains("choose another address"), "{message}");
+    // A program that knows its flag names it instead.
+    let message = format!(
+        "{:#}",
+        certs::ListenError::name_setting(err, "--addr or ADDR")
+    );
+    assert!(
+        message.contains("move this server with --addr or ADDR"),
+        "{message}"
+    );
+    assert_eq!(message.matches("in use").count(), 1, "{message}");
 }
 
 #[tokio::test]

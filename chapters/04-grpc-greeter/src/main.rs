@@ -14,7 +14,8 @@ async fn main() -> ExitCode {
     let result = async {
         let (listening, ready) = oneshot::channel();
         let mut server = BoundServer::bind(&cli.server)
-            .await?
+            .await
+            .map_err(|e| certs::ListenError::name_setting(e, "--addr or GRPC_ADDR"))?
             .notify_when_listening(listening);
         if cli.trace {
             server = server.with_tracing();

@@ -14,7 +14,8 @@ async fn main() -> ExitCode {
     let result = async {
         let (listening, ready) = oneshot::channel();
         let mut server = BoundServer::bind(&cli.server)
-            .await?
+            .await
+            .map_err(|e| certs::ListenError::name_setting(e, "--addr or REST_ADDR"))?
             .notify_when_listening(listening);
         if let Some(addr) = cli.metrics_addr {
             let mut registry = Registry::default();

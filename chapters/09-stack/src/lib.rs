@@ -14,7 +14,7 @@ use std::{
 };
 
 use anyhow::Context;
-use certs::{Pki, TlsArgs, pki::Outcome};
+use certs::{ListenError, Pki, TlsArgs, pki::Outcome};
 use clap::Parser;
 use grpc_server::CallStats;
 use program::{Exit, StopSignal, StopSignals};
@@ -105,6 +105,7 @@ impl Stack {
             concurrency_limit: None,
         })
         .await
+        .map_err(|e| ListenError::name_setting(e, "--grpc-addr or GRPC_ADDR"))
         .context("gRPC server")?;
         let streamer = streaming::Streamer::new();
         let stream_stats = streamer.stats();
@@ -115,6 +116,7 @@ impl Stack {
             mtls: args.mtls,
         })
         .await
+        .map_err(|e| ListenError::name_setting(e, "--rest-addr or REST_ADDR"))
         .context("REST server")?;
 
         // One registry, one /metrics, for both servers.

@@ -128,6 +128,29 @@ async fn a_busy_grpc_port_fails_start_naming_the_address() {
     };
     assert!(error.contains(&busy.to_string()), "{error}");
     assert!(error.contains("gRPC"), "{error}");
+    assert!(
+        error.contains("move this server with --grpc-addr or GRPC_ADDR"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_rest_port_names_the_rest_flag() {
+    let temp = tempfile::tempdir().unwrap();
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = squatter.local_addr().unwrap();
+
+    let mut args = args(temp.path());
+    args.rest_addr = busy;
+    let error = match Stack::start(&args).await {
+        Ok(_) => panic!("the stack started on a port that is already taken"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(error.contains(&busy.to_string()), "{error}");
+    assert!(
+        error.contains("move this server with --rest-addr or REST_ADDR"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
