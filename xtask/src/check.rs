@@ -2,6 +2,9 @@
 //!
 //! - every `{{#include}}` names a file that exists and, if it names an anchor,
 //!   an anchor that exists in that file;
+//! - what a page includes from a run's output (`results/`, `observed/`) adds
+//!   no heading to the page: mdBook files the page's own sections under it in
+//!   the sidebar and the outline (reports caption their tables in bold);
 //! - every relative link leads to a page (and heading) that exists, and every
 //!   SVG a page shows is well-formed XML; every diagram in
 //!   `book/src/diagrams/` is shown by some page;
@@ -26,7 +29,7 @@ use crate::{
     anchors,
     commands::{check_commands, check_observed},
     figures,
-    markdown::Page,
+    markdown::{self, Page},
     observe, quiz,
 };
 
@@ -154,6 +157,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     for page in &pages {
         let base = link_base(&bases, page);
         check_includes(page, &mut problems);
+        check_included_headings(page, &mut problems);
         check_links(page, base, &mut problems);
         check_images(page, base, &mut problems);
     }
@@ -226,6 +230,92 @@ pub fn check_includes(page: &Page, problems: &mut Vec<String>) {
             problems.push(format!("{}: quiz {file} does not exist", at(page, line)));
         }
     }
+}
+
+/// The folders whose files a run writes: a page includes its reports and
+/// transcripts from there.
+const RUN_OUTPUT: [&str; 2] = ["results", "observed"];
+
+/// Included reports contribute no headings to the outline: a Markdown heading
+/// in what a page includes from `results/` or `observed/` (outside a code
+/// fence, on the page or in the file) becomes a heading of the page, and
+/// mdBook's sidebar then files the page's next sections under it.
+pub fn check_included_headings(page: &Page, problems: &mut Vec<String>) {
+    let prose: BTreeSet<usize> = page.prose_lines().iter().map(|(n, _)| *n).collect();
+    for (line, argument) in page.directives("include") {
+        // An include inside a fence is code, whatever its lines look like.
+        if !prose.contains(&line) {
+            continue;
+        }
+        let file = argument
+            .split_once(':')
+            .map_or(argument.as_str(), |(f, _)| f);
+        // The include's own path names the folder (`results/ch16/x.md`,
+        // `../results/...` from a part), whatever the checkout's path holds.
+        let from_a_run = Path::new(file)
+            .components()
+            .any(|c| RUN_OUTPUT.iter().any(|d| c.as_os_str() == *d));
+        if !from_a_run {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(page.dir().join(file)) else {
+            continue; // check_includes reports it
+        };
+        for (number, heading) in markdown::headings(&included_region(&text, &argument)) {
+            problems.push(format!(
+                "{}: includes {argument}, whose line {number} is a heading (`{heading}`): \
+                 it joins the page's outline and sidebar; write it as a bold line in the \
+                 program that writes the file",
+                at(page, line)
+            ));
+        }
+    }
+}
+
+/// The lines an `{{#include}}` argument shows, with their 1-based numbers in
+/// the file, as mdBook cuts them: `file` (all), `file:name` (an anchor's
+/// region, other anchors' marker lines left out), `file:N`, `file:N:M`,
+/// `file:N:` and `file::M` (lines N to M).
+fn included_region(text: &str, argument: &str) -> Vec<(usize, String)> {
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().map(|(i, l)| (i + 1, l)).collect();
+    let is_marker = |l: &str| {
+        anchors::marker(l, "ANCHOR:").is_some() || anchors::marker(l, "ANCHOR_END:").is_some()
+    };
+    let keep = |range: &[(usize, &str)]| {
+        range
+            .iter()
+            .filter(|(_, l)| !is_marker(l))
+            .map(|(n, l)| (*n, l.to_string()))
+            .collect()
+    };
+    let Some((_, spec)) = argument.split_once(':') else {
+        return keep(&lines);
+    };
+    if spec.starts_with(|c: char| c.is_ascii_digit() || c == ':') {
+        let (from, to) = spec.split_once(':').unwrap_or((spec, ""));
+        let from = from.trim().parse::<usize>().unwrap_or(1).max(1);
+        let to = to
+            .trim()
+            .parse::<usize>()
+            .unwrap_or(lines.len())
+            .min(lines.len());
+        return if from > to {
+            Vec::new()
+        } else {
+            keep(&lines[from - 1..to])
+        };
+    }
+    let Some(start) = lines
+        .iter()
+        .position(|(_, l)| anchors::marker(l, "ANCHOR:") == Some(spec))
+    else {
+        return Vec::new(); // check_includes reports it
+    };
+    let end = lines[start + 1..]
+        .iter()
+        .position(|(_, l)| anchors::marker(l, "ANCHOR_END:") == Some(spec))
+        .map_or(lines.len(), |p| start + 1 + p);
+    keep(&lines[start + 1..end])
 }
 
 /// The folder `page`'s relative links lead from (see [`link_bases`]).
@@ -442,6 +532,52 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("no anchor `gone`"));
         assert!(problems[1].contains("nope.rs"));
+    }
+
+    #[test]
+    fn a_heading_in_an_included_report_is_reported() {
+        let s = scratch("included-headings");
+        for dir in ["results/ch99", "observed", "parts"] {
+            std::fs::create_dir_all(s.0.join(dir)).unwrap();
+        }
+        std::fs::write(
+            s.0.join("results/ch99/summary.md"),
+            "**A caption**\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Hedging a tail\n\nText\n",
+        )
+        .unwrap();
+        std::fs::write(
+            s.0.join("results/ch99/results.md"),
+            "### left out\n<!-- ANCHOR: shown -->\n**Caption**\n\n```text\n# a comment\n```\n<!-- ANCHOR_END: shown -->\n<!-- ANCHOR: titled -->\nTitled\n======\n<!-- ANCHOR_END: titled -->\n",
+        )
+        .unwrap();
+        std::fs::write(s.0.join("observed/run.txt"), "# starting\nok\n").unwrap();
+        std::fs::write(s.0.join("parts/notes.md"), "## A part's own heading\n").unwrap();
+        let page = page_in(
+            &s.0,
+            "ch99-x.md",
+            "# Chapter 99\n\n\
+             {{#include results/ch99/summary.md}}\n\n\
+             {{#include results/ch99/results.md:shown}}\n\
+             {{#include results/ch99/results.md:titled}}\n\
+             {{#include results/ch99/results.md:2:3}}\n\n\
+             ```text\n{{#include observed/run.txt}}\n```\n\n\
+             {{#include observed/run.txt:2}}\n\
+             {{#include parts/notes.md}}\n",
+        );
+        let mut problems = Vec::new();
+        check_included_headings(&page, &mut problems);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        // The page and line of the include, the include, the heading.
+        assert!(
+            problems[0].contains("ch99-x.md:3: includes results/ch99/summary.md, whose line 7")
+                && problems[0].contains("`## Hedging a tail`"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("ch99-x.md:6: includes results/ch99/results.md:titled")
+                && problems[1].contains("`Titled / ======`"),
+            "{problems:?}"
+        );
     }
 
     #[test]

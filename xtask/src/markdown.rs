@@ -144,6 +144,65 @@ impl Page {
     }
 }
 
+/// The Markdown headings among numbered lines (a page, or the part of a file
+/// a page includes), outside code fences: `# Title` to `###### Title`, and a
+/// paragraph line underlined with `===` or `---`. Each with its number.
+pub fn headings(lines: &[(usize, String)]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut fence: Option<&str> = None;
+    let mut previous: Option<&str> = None; // the line before, if prose
+    for (number, line) in lines {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let trimmed = line.trim();
+        if indent <= 3 {
+            if let Some(open) = fence {
+                if trimmed.starts_with(open)
+                    && trimmed
+                        .trim_start_matches(open.chars().next().unwrap_or('`'))
+                        .is_empty()
+                {
+                    fence = None;
+                }
+                continue;
+            }
+            if let Some(open) = ["```", "~~~"].into_iter().find(|f| trimmed.starts_with(f)) {
+                fence = Some(open);
+                previous = None;
+                continue;
+            }
+        } else if fence.is_some() {
+            continue;
+        }
+        let hashes = trimmed.chars().take_while(|&c| c == '#').count();
+        let atx = indent <= 3
+            && (1..=6).contains(&hashes)
+            && trimmed[hashes..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace);
+        let underline = indent <= 3
+            && !trimmed.is_empty()
+            && (trimmed.chars().all(|c| c == '=') || trimmed.chars().all(|c| c == '-'));
+        if atx {
+            found.push((*number, trimmed.to_string()));
+        } else if underline && let Some(text) = previous {
+            found.push((*number - 1, format!("{text} / {trimmed}")));
+        }
+        // A paragraph line that an underline would make a heading: not a
+        // table row, quote, list item, HTML or a heading of its own.
+        let paragraph = indent <= 3
+            && !trimmed.is_empty()
+            && !atx
+            && !underline
+            && !trimmed.starts_with(['|', '>', '<', '-', '*', '+'])
+            && !trimmed
+                .split_once(['.', ')'])
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        previous = paragraph.then_some(trimmed);
+    }
+    found
+}
+
 /// mdBook's heading ids: lower case, spaces to dashes, other punctuation dropped.
 pub fn heading_id(heading: &str) -> String {
     let text = strip_inline_code(heading).replace('`', "");

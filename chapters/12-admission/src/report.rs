@@ -200,7 +200,7 @@ fn cohort_table(
     pick: impl Fn(&PolicySummary) -> (&Cohort, Option<f64>),
     seed: fn(&SeedFigures) -> (f64, f64, Option<usize>),
 ) {
-    let _ = writeln!(o, "#### Queue residence (ms), enqueued {enqueued}\n");
+    let _ = writeln!(o, "**Queue residence (ms), enqueued {enqueued}**\n");
     table(
         o,
         &[
@@ -259,7 +259,7 @@ pub const QUIET: f64 = 0.5;
 /// How often each policy ran at each position of its block: a seeded shuffle
 /// is random, not balanced, and a reader should see how unbalanced.
 fn run_order(o: &mut String, c: &Contract) {
-    let _ = writeln!(o, "#### Run order: runs of each policy at each position\n");
+    let _ = writeln!(o, "**Run order: runs of each policy at each position**\n");
     let positions = c.policies.len();
     let mut header = vec!["policy".to_string()];
     header.extend((1..=positions).map(|i| format!("#{i}")));
@@ -281,13 +281,15 @@ fn run_order(o: &mut String, c: &Contract) {
     );
 }
 
-/// The report: tables only, each under a heading that says what it holds.
+/// The report: tables only, each under a bold caption that says what it holds
+/// (a caption, not a heading: the chapter's page includes the report, and its
+/// headings would land in the page's outline).
 pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     let s = c.scale;
     let w = &a.windows;
     let invalid = ledger.iter().filter(|l| !l.valid).count();
     let mut o = String::new();
-    let _ = writeln!(o, "#### The run\n");
+    let _ = writeln!(o, "**The run**\n");
     table(
         &mut o,
         &["", ""],
@@ -332,7 +334,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
         .map(|(k, v)| vec![k.to_string(), v]),
     );
     run_order(&mut o, c);
-    let _ = writeln!(o, "#### Checks\n");
+    let _ = writeln!(o, "**Checks**\n");
     table(
         &mut o,
         &["check"],
@@ -340,7 +342,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     );
     let _ = writeln!(
         o,
-        "#### The seed's four hypotheses, decided by the contract's rules\n"
+        "**The seed's four hypotheses, decided by the contract's rules**\n"
     );
     table(
         &mut o,
@@ -379,7 +381,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     );
     let _ = writeln!(
         o,
-        "#### Reductions of p95 (%), with block-bootstrap 95% intervals (negative: higher)\n"
+        "**Reductions of p95 (%), with block-bootstrap 95% intervals (negative: higher)**\n"
     );
     let mut rows: Vec<Vec<String>> = a
         .policies
@@ -416,7 +418,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
         ],
         rows,
     );
-    let _ = writeln!(o, "#### Where the waiting went\n");
+    let _ = writeln!(o, "**Where the waiting went**\n");
     table(
         &mut o,
         &[
@@ -462,7 +464,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     let max = w.end - w.slow_to;
     let _ = writeln!(
         o,
-        "#### Recovery after {:.1} s (window included; censored: none qualified by {:.1} s)\n",
+        "**Recovery after {:.1} s (window included; censored: none qualified by {:.1} s)**\n",
         w.slow_to, w.end
     );
     let mut header = vec!["block"];
@@ -487,7 +489,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     }));
     rows.push(recovered);
     table(&mut o, &header, rows);
-    let _ = writeln!(o, "#### Budget trajectories, from the slowdown on\n");
+    let _ = writeln!(o, "**Budget trajectories, from the slowdown on**\n");
     table(
         &mut o,
         &[
@@ -515,7 +517,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
             ]
         }),
     );
-    let _ = writeln!(o, "#### Every run\n");
+    let _ = writeln!(o, "**Every run**\n");
     table(
         &mut o,
         &[

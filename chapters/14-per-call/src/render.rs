@@ -1,5 +1,7 @@
 //! From the records to the report: the per-arm summaries, `results.json`,
 //! `results.md` (tables only; the chapter says what they mean) and the plots.
+//! Each table is under a bold caption, never a heading: the chapter's page
+//! includes `results.md`, and its headings would land in the page's outline.
 
 use std::fmt::Write as _;
 
@@ -76,7 +78,7 @@ fn table(md: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<St
 fn p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult]) {
     let _ = writeln!(
         md,
-        "### {} p99 (ms) / goodput (per s) / deferred+shed (%) against offered load\n",
+        "**{} p99 (ms) / goodput (per s) / deferred+shed (%) against offered load**\n",
         match shape {
             Shape::Unary => "Unary:",
             Shape::Stream => "Streams:",
@@ -129,7 +131,7 @@ fn limit((server, client): &(Spread, Spread)) -> String {
 fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps: &[RampResult]) {
     let _ = writeln!(
         md,
-        "### REST beside gRPC: units per server CPU-second at each plateau step\n"
+        "**REST beside gRPC: units per server CPU-second at each plateau step**\n"
     );
     let per_cpu_s = |s: &ArmSummary, shape: Shape| {
         s.rest
@@ -156,7 +158,7 @@ fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps
             ]
         }),
     );
-    let _ = writeln!(md, "### REST capacity\n");
+    let _ = writeln!(md, "**REST capacity**\n");
     table(
         md,
         &[
@@ -185,7 +187,7 @@ fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps
     }
     let _ = writeln!(
         md,
-        "### REST past the knee: first repeat, from the step before the knee (HTTP/1.1 pool: {} connections)\n",
+        "**REST past the knee: first repeat, from the step before the knee (HTTP/1.1 pool: {} connections)**\n",
         config.h1_connections
     );
     table(
@@ -307,7 +309,7 @@ pub fn markdown(
         .into_iter()
         .map(|(k, v)| vec![k.to_string(), v]),
     );
-    let _ = writeln!(md, "### Capacity\n");
+    let _ = writeln!(md, "**Capacity**\n");
     let mut rows: Vec<Vec<String>> = summaries
         .iter()
         .map(|s| {
@@ -347,7 +349,7 @@ pub fn markdown(
     );
     let _ = writeln!(
         md,
-        "### Capacity from CPU cost (one core / server CPU per unit at the plateau step)\n"
+        "**Capacity from CPU cost (one core / server CPU per unit at the plateau step)**\n"
     );
     table(
         &mut md,
@@ -375,7 +377,7 @@ pub fn markdown(
     }
     let _ = writeln!(
         md,
-        "### Server cost per unit (a unary call, one streamed message, or one REST request)\n"
+        "**Server cost per unit (a unary call, one streamed message, or one REST request)**\n"
     );
     table(
         &mut md,
@@ -421,7 +423,7 @@ pub fn markdown(
                 .collect::<Vec<_>>()
         }),
     );
-    let _ = writeln!(md, "### System calls per unit (server process)\n");
+    let _ = writeln!(md, "**System calls per unit (server process)**\n");
     if syscalls.counts.is_empty() {
         table(&mut md, &["not counted"], [vec![syscalls.note.clone()]]);
     } else {

@@ -1,5 +1,7 @@
 //! The report: a Markdown table per part (`summary.md`) and the plots,
-//! drawn from the records alone, so `--render DIR` draws them again.
+//! drawn from the records alone, so `--render DIR` draws them again. Each
+//! table is under a bold caption, never a heading: the chapter's page
+//! includes `summary.md`, and its headings would land in the page's outline.
 
 use std::fmt::Write;
 
@@ -78,7 +80,7 @@ fn handshakes(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Res
     );
     let _ = writeln!(
         out,
-        "## A call, reused or fresh: p50 in ms, and in round trips\n"
+        "**A call, reused or fresh: p50 in ms, and in round trips**\n"
     );
     let mut columns = rtt_columns(config, "arm");
     columns.push(format!("round trips ({high} vs {low} ms)"));
@@ -157,7 +159,7 @@ fn windows(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Result
     let rtts: Vec<f64> = config.rtts.iter().map(|r| super::ms(*r)).collect();
     let _ = writeln!(
         out,
-        "## A server stream's throughput (Mbit/s, median of {} transfers of {} bytes; link {})\n",
+        "**A server stream's throughput (Mbit/s, median of {} transfers of {} bytes; link {})**\n",
         config.repeats,
         config.stream_bytes,
         rate.map_or("unlimited".into(), |r| format!("{r} Mbit/s"))
@@ -218,7 +220,7 @@ fn hol(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Result<()>
     let smalls: Vec<Small> = folder.read_csv("hol.csv")?;
     let _ = writeln!(
         out,
-        "## Small calls beside a {}-byte transfer (RTT {} ms, link {} Mbit/s), ms from when each was due\n",
+        "**Small calls beside a {}-byte transfer (RTT {} ms, link {} Mbit/s), ms from when each was due**\n",
         config.hol_bytes,
         super::ms(config.hol_rtt),
         config
@@ -261,7 +263,7 @@ fn hops(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Result<()
     let hops: Vec<Hop> = folder.read_csv("hops.csv")?;
     let _ = writeln!(
         out,
-        "## Deadlines across two hops (client deadline {} ms, frontend margin {} ms), medians in ms\n",
+        "**Deadlines across two hops (client deadline {} ms, frontend margin {} ms), medians in ms**\n",
         super::ms(config.deadline),
         super::ms(config.margin)
     );
@@ -301,7 +303,7 @@ fn dead_peer(config: &Config, folder: &Folder, out: &mut String) -> anyhow::Resu
     let sent: Vec<Sent> = folder.read_csv("dead-peer-sent.csv")?;
     let _ = writeln!(
         out,
-        "## A call to a server behind a blackhole (RTT {} ms; keepalive every {} s, {} s to answer)\n",
+        "**A call to a server behind a blackhole (RTT {} ms; keepalive every {} s, {} s to answer)**\n",
         super::ms(config.dead_rtt),
         config.keepalive_interval.as_secs_f64(),
         config.keepalive_timeout.as_secs_f64()

@@ -18,7 +18,9 @@ const NAMES: [&str; 3] = ["a", "b", "c"];
 pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let meta = folder.meta()?;
     let mut md = String::new();
-    writeln!(md, "# Chapter 16: more than one server\n")?;
+    // Bold captions, never headings: the chapter's page includes this file,
+    // and its headings would land in the page's outline.
+    writeln!(md, "**Chapter 16: more than one server**\n")?;
     writeln!(
         md,
         "{} calls/s open loop, {} per arm ({} not counted in the slow and tail parts), {} repeat(s) interleaved, deadline {}. Machine: {} CPUs, {}; {} build; load average at the start {}.\n",
@@ -85,7 +87,7 @@ fn arms<'a>(rows: &'a [CallRow], arm: &str) -> Vec<&'a CallRow> {
 fn restart_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Result<()> {
     let calls: Vec<CallRow> = folder.read_csv(restart::CALLS)?;
     let events: Vec<EventRow> = folder.read_csv(restart::EVENTS)?;
-    writeln!(md, "## Rolling restart (p2c fed by health Watch)\n")?;
+    writeln!(md, "**Rolling restart (p2c fed by health Watch)**\n")?;
     writeln!(
         md,
         "Three replicas stopped one after the other, each back {} later; drained: NOT_SERVING, {} of grace, GOAWAY, wait.\n",
@@ -189,7 +191,7 @@ fn timeline(arm: &str, rows: &[&CallRow], events: &[EventRow]) -> Vec<Panel> {
 fn age_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Result<()> {
     let calls: Vec<CallRow> = folder.read_csv(age::CALLS)?;
     let added = super::ms(age::added_at(config));
-    writeln!(md, "## Connection age and a replica added later\n")?;
+    writeln!(md, "**Connection age and a replica added later**\n")?;
     writeln!(
         md,
         "{} clients with a connection each through a layer-4 balancer; replica c added at {:.1} s; max_age {}, max_age_grace: the same age with tonic's grace of {}; shares over the last third of the run.\n",
@@ -288,7 +290,7 @@ fn share_panel(arm: &str, rows: &[&CallRow]) -> Panel {
 fn slow_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Result<()> {
     let calls: Vec<CallRow> = folder.read_csv(slow::CALLS)?;
     let warmup = super::ms(config.warmup);
-    writeln!(md, "## Balancing around a slow replica\n")?;
+    writeln!(md, "**Balancing around a slow replica**\n")?;
     writeln!(
         md,
         "Replica c adds {} to every call.\n",
@@ -328,7 +330,7 @@ fn tail_section(folder: &Folder, md: &mut String) -> anyhow::Result<()> {
     let counts: Vec<tail::Counts> = folder.read_csv(tail::COUNTS)?;
     let config: Config = folder.read_json(harness::experiment::CONFIG)?;
     let warmup = super::ms(config.warmup);
-    writeln!(md, "## Hedging a tail\n")?;
+    writeln!(md, "**Hedging a tail**\n")?;
     writeln!(
         md,
         "10% of calls at least 20 ms, 5% at least 50 ms, 1% 100 ms; hedged after the {:.0}th percentile of recent answers. Latencies leave out the warm-up; the copies and the server's counts are over the whole arm, warm-up included (the hedge sends no copy before its histogram has a full period).\n",
