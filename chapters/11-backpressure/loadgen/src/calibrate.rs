@@ -87,10 +87,9 @@ pub async fn calibrate(
         .iter()
         .flat_map(|&r| timers.iter().map(move |&t| (r, t)));
     for (step, (rate, timer)) in runs.enumerate() {
-        let slots = Schedule::constant(rate, duration).slots();
         let cpu_before = cpu_ns(Pid::This);
         let mut records = run_bounded(
-            &slots,
+            Schedule::constant(rate, duration),
             timer,
             MAX_IN_FLIGHT,
             WhenFull::Defer,

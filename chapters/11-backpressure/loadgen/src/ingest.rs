@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     open_loop::{Counters, SendError, SlotRecord, run_skipping},
     pacing::Timer,
-    schedule::Slot,
+    schedule::Slots,
     summary::Summary,
 };
 
@@ -66,9 +66,9 @@ impl IngestRun {
 /// taken the previous one: when HTTP/2 flow control stops tonic, the send
 /// blocks, and slots that come due meanwhile are skipped. With `growing`,
 /// every slot's record is also written there as it ends.
-pub async fn ingest(
+pub async fn ingest<'a>(
     channel: Channel,
-    slots: &[Slot],
+    slots: impl Into<Slots<'a>>,
     timer: Timer,
     message_bytes: usize,
     seed: u64,

@@ -21,5 +21,5 @@ pub use open_loop::{
     Counters, Outcome, SendError, SlotRecord, WhenFull, run_bounded, run_skipping,
 };
 pub use pacing::Timer;
-pub use schedule::{Schedule, Slot, Step};
+pub use schedule::{Schedule, Slot, Slots, Step};
 pub use summary::{Percentiles, Summary};

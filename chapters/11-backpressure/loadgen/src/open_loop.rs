@@ -29,7 +29,10 @@ use tokio::{
     time::{Instant, timeout},
 };
 
-use crate::{pacing::Timer, schedule::Slot};
+use crate::{
+    pacing::Timer,
+    schedule::{Slot, Slots},
+};
 
 /// What became of one slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,8 +156,8 @@ impl Counters {
 /// One send at a time, at the scheduled times; slots that come due while a
 /// send is blocked are skipped, never caught up. Each record is also written
 /// to `growing`, if given, as the slot ends (a live view reads it).
-pub async fn run_skipping<F, Fut>(
-    slots: &[Slot],
+pub async fn run_skipping<'a, F, Fut>(
+    slots: impl Into<Slots<'a>>,
     timer: Timer,
     counters: &Counters,
     growing: Option<&Growing<SlotRecord>>,
@@ -164,8 +167,9 @@ where
     F: FnMut(Slot) -> Fut,
     Fut: Future<Output = Result<(), SendError>>,
 {
+    let slots = slots.into();
     let start = Instant::now();
-    let mut ticks = timer.ticks(start, slots);
+    let mut ticks = timer.ticks(start, slots.clone());
     let mut free_since = start;
     let mut records = Vec::with_capacity(slots.len());
     let keep = |records: &mut Vec<SlotRecord>, record: SlotRecord| {
@@ -204,7 +208,7 @@ where
         }
     }
     // After a fatal failure, the rest of the schedule is never tried.
-    for &slot in &slots[records.len()..] {
+    for slot in slots.skip(records.len()) {
         keep(&mut records, SlotRecord::not_sent(slot, Outcome::Aborted));
     }
     records
@@ -236,8 +240,8 @@ pub enum WhenFull {
 /// Independent calls at the scheduled times, at most `max_in_flight` at once.
 /// After the last slot, calls still running get `drain` to finish; the rest
 /// are cancelled and recorded as [`Outcome::Unfinished`], so a run always ends.
-pub async fn run_bounded<F, Fut>(
-    slots: &[Slot],
+pub async fn run_bounded<'a, F, Fut>(
+    slots: impl Into<Slots<'a>>,
     timer: Timer,
     max_in_flight: usize,
     when_full: WhenFull,
@@ -249,8 +253,9 @@ where
     F: Fn(Slot) -> Fut,
     Fut: Future<Output = Result<(), SendError>> + Send + 'static,
 {
+    let slots = slots.into();
     let start = Instant::now();
-    let mut ticks = timer.ticks(start, slots);
+    let mut ticks = timer.ticks(start, slots.clone());
     let places = Arc::new(Semaphore::new(max_in_flight.max(1)));
     let mut records = Vec::with_capacity(slots.len());
     let mut running = JoinSet::new();
@@ -307,8 +312,8 @@ where
             }
         }
         let seen: std::collections::HashSet<u64> = records.iter().map(|r| r.index).collect();
-        for slot in slots.iter().filter(|s| !seen.contains(&s.index)) {
-            records.push(SlotRecord::not_sent(*slot, Outcome::Unfinished));
+        for slot in slots.filter(|s| !seen.contains(&s.index)) {
+            records.push(SlotRecord::not_sent(slot, Outcome::Unfinished));
         }
     }
     records.sort_by_key(|r| r.index);
@@ -351,11 +356,12 @@ mod tests {
         );
     }
 
+    /// Slots made as they come due (the schedule itself, not a list): those
+    /// after the failure still get their record.
     #[tokio::test(start_paused = true)]
     async fn a_fatal_failure_aborts_the_rest() {
-        let slots = Schedule::constant(10.0, Duration::from_secs(1)).slots();
         let records = run_skipping(
-            &slots,
+            Schedule::constant(10.0, Duration::from_secs(1)),
             Timer::Tokio,
             &Counters::default(),
             None,
@@ -418,9 +424,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn calls_that_outlive_the_drain_limit_are_recorded_unfinished() {
-        let slots = Schedule::constant(10.0, Duration::from_millis(300)).slots();
         let records = run_bounded(
-            &slots,
+            Schedule::constant(10.0, Duration::from_millis(300)),
             Timer::Tokio,
             8,
             WhenFull::Shed,
@@ -434,5 +439,52 @@ mod tests {
         .await;
         let outcomes: Vec<Outcome> = records.iter().map(|r| r.outcome).collect();
         assert_eq!(outcomes, [Outcome::Ok, Outcome::Unfinished, Outcome::Ok]);
+    }
+
+    /// Every slot of a ramp, made as it comes due, ends in exactly one
+    /// record, in order and in its step, whatever became of it.
+    #[tokio::test(start_paused = true)]
+    async fn every_slot_of_a_ramp_gets_one_record() {
+        let schedule = Schedule {
+            steps: ["20/s:1s", "50/s:1s", "100/s:500ms"]
+                .map(|s| s.parse().unwrap())
+                .to_vec(),
+        };
+        let expected: Vec<(u64, usize, Duration)> = schedule
+            .iter()
+            .map(|slot| (slot.index, slot.step, slot.due))
+            .collect();
+        let shape = |records: &[SlotRecord]| -> Vec<(u64, usize, Duration)> {
+            records.iter().map(|r| (r.index, r.step, r.due)).collect()
+        };
+        // A send blocks 35 ms: some slots of the faster steps are skipped.
+        let counters = Counters::default();
+        let records = run_skipping(&schedule, Timer::Tokio, &counters, None, |_| async {
+            sleep(ms(35)).await;
+            Ok(())
+        })
+        .await;
+        assert_eq!(shape(&records), expected);
+        assert!(records.iter().any(|r| r.outcome == Outcome::Skipped));
+        assert_eq!(counters.due.load(Ordering::Relaxed), schedule.count());
+        // At most 2 calls of 100 ms at once: some are shed, or deferred.
+        for when_full in [WhenFull::Shed, WhenFull::Defer] {
+            let counters = Arc::new(Counters::default());
+            let records = run_bounded(
+                &schedule,
+                Timer::Tokio,
+                2,
+                when_full,
+                ms(5000),
+                counters.clone(),
+                |_| async {
+                    sleep(ms(100)).await;
+                    Ok(())
+                },
+            )
+            .await;
+            assert_eq!(shape(&records), expected, "{when_full:?}");
+            assert_eq!(counters.due.load(Ordering::Relaxed), schedule.count());
+        }
     }
 }

@@ -25,7 +25,6 @@
 //! which a thread of real time cannot follow, and for comparison.
 
 use std::{
-    slice,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -40,7 +39,7 @@ use tokio::{
     time::{Instant, sleep_until},
 };
 
-use crate::schedule::Slot;
+use crate::schedule::{Slot, Slots};
 
 /// How the generator waits for each slot's due time.
 #[derive(
@@ -73,7 +72,7 @@ pub struct Ticks<'a> {
 }
 
 enum Source<'a> {
-    Tokio(slice::Iter<'a, Slot>),
+    Tokio(Slots<'a>),
     Thread {
         ticks: mpsc::UnboundedReceiver<Tick>,
         handoff: Arc<AtomicU64>,
@@ -97,15 +96,16 @@ pub struct Due {
 
 impl Timer {
     /// Starts the clock for `slots`, due at `start + slot.due`.
-    pub fn ticks(self, start: Instant, slots: &[Slot]) -> Ticks<'_> {
+    pub fn ticks<'a>(self, start: Instant, slots: impl Into<Slots<'a>>) -> Ticks<'a> {
+        let slots = slots.into();
         let source = match self {
-            Timer::Tokio => Source::Tokio(slots.iter()),
+            Timer::Tokio => Source::Tokio(slots),
             Timer::Precise => {
                 let (tx, ticks) = mpsc::unbounded_channel();
                 let handoff = Arc::new(AtomicU64::new(0));
                 let clock = Clock {
                     start: start.into_std(),
-                    slots: slots.to_vec(),
+                    slots: slots.into_owned(),
                     handoff: handoff.clone(),
                 };
                 thread::Builder::new()
@@ -129,7 +129,7 @@ impl Ticks<'_> {
     pub async fn next(&mut self) -> Option<Due> {
         match &mut self.source {
             Source::Tokio(slots) => {
-                let slot = *slots.next()?;
+                let slot = slots.next()?;
                 let at = self.start + slot.due;
                 sleep_until(at).await;
                 Some(Due {
@@ -195,7 +195,7 @@ const MAX_LEAD: Duration = Duration::from_micros(300);
 /// hand-over time (ns), which it writes and this thread reads.
 struct Clock {
     start: std::time::Instant,
-    slots: Vec<Slot>,
+    slots: Slots<'static>,
     handoff: Arc<AtomicU64>,
 }
 
@@ -205,13 +205,13 @@ impl Clock {
     /// recent hand-over time (the send's task waits out the rest, in
     /// [`Due::wait`]), or at its due time where slots come close together.
     /// Ends after the last slot, or as soon as nobody listens.
-    fn keep_time(&self, due: &mpsc::UnboundedSender<Tick>) {
+    fn keep_time(self, due: &mpsc::UnboundedSender<Tick>) {
         #[cfg(target_os = "linux")]
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)); // 1 ns
         // How late the kernel wakes this thread, averaged: the spin covers it.
         let mut oversleep = Duration::from_micros(50);
         let mut previous = Duration::ZERO;
-        for &slot in &self.slots {
+        for slot in self.slots {
             let spin = (oversleep * 2).clamp(MIN_SPIN, MAX_SPIN);
             // Twice the average, so that most hand-overs fit in it; none where
             // slots come closer together than four spins. There the sends'
@@ -255,10 +255,10 @@ mod tests {
     /// In real time: every slot arrives once, in order, and none before it is due.
     #[tokio::test]
     async fn precise_ticks_come_in_order_and_never_early() {
-        let slots = Schedule::constant(2000.0, Duration::from_millis(100)).slots();
+        let schedule = Schedule::constant(2000.0, Duration::from_millis(100));
         let spent_before = timing_cpu_ns();
         let start = Instant::now();
-        let mut ticks = Timer::Precise.ticks(start, &slots);
+        let mut ticks = Timer::Precise.ticks(start, &schedule);
         let mut seen = Vec::new();
         while let Some(due) = ticks.next().await {
             let slot = due.wait().await;
@@ -266,7 +266,7 @@ mod tests {
             assert!(now >= start + slot.due, "slot {} early", slot.index);
             seen.push(slot.index);
         }
-        assert_eq!(seen, (0..slots.len() as u64).collect::<Vec<_>>());
+        assert_eq!(seen, (0..schedule.count()).collect::<Vec<_>>());
         assert!(
             timing_cpu_ns() > spent_before,
             "the ended thread's CPU time is counted"
@@ -279,7 +279,7 @@ mod tests {
     async fn a_dropped_clock_stops_its_thread() {
         let clock = Clock {
             start: std::time::Instant::now(),
-            slots: Schedule::constant(2.0, Duration::from_secs(30)).slots(),
+            slots: Schedule::constant(2.0, Duration::from_secs(30)).into(),
             handoff: Arc::default(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
