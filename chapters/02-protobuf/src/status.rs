@@ -122,7 +122,7 @@ pub const TABLE: [StatusInfo; 17] = [
         meaning: "The deadline passed before the reply arrived. The server may still have done the work.",
         http: 504,
         retry: Retry::OnlyIfIdempotent,
-        producer: "the library on either side, when the deadline passes (tonic says CANCELLED instead)",
+        producer: "the library on either side, when the deadline passes (tonic says CANCELLED instead; this workshop's servers correct it)",
     },
     StatusInfo {
         code: Code::NotFound,
@@ -185,7 +185,7 @@ pub const TABLE: [StatusInfo; 17] = [
         meaning: "The request reaches past a valid range (say, past the end of a file); it may succeed once the range grows.",
         http: 400,
         retry: Retry::AfterFix,
-        producer: "the application; tonic also uses it for a message over the size limit, where gRPC specifies RESOURCE_EXHAUSTED",
+        producer: "the application; tonic also uses it for a message over the size limit, where gRPC specifies RESOURCE_EXHAUSTED (this workshop's servers answer that)",
     },
     StatusInfo {
         code: Code::Unimplemented,

@@ -8,6 +8,11 @@
 //!   reflection, explicit limits and graceful shutdown.
 //! - [`refuse`] answers, before any handler runs, the requests that are not
 //!   gRPC calls (wrong media type or method) or carry too much metadata.
+//! - [`spec_codes`] answers what tonic's server would report under other
+//!   codes with the specification's: DEADLINE_EXCEEDED for an expired
+//!   `grpc-timeout` (tonic: CANCELLED), RESOURCE_EXHAUSTED for a message over
+//!   the size limit (tonic: OUT_OF_RANGE). Every server of this workshop that
+//!   serves deadlines puts it in front of its services.
 //! - [`metrics`] counts calls by method and code for Prometheus
 //!   (`--metrics-addr`), and serves them; the REST server shares its registry.
 //! - [`trace`] opens a span per call, continuing the caller's trace
@@ -24,6 +29,7 @@ pub mod lifetime;
 pub mod metrics;
 pub mod refuse;
 pub mod server;
+pub mod spec_codes;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod trace;

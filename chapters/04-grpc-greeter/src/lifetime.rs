@@ -1,11 +1,12 @@
 //! Noticing that a call ended before its reply was ready.
 //!
 //! In async Rust a server does not poll "is my client still there?": when hyper
-//! learns that a call is over (an HTTP/2 RST_STREAM, a closed connection, or
-//! tonic's own timer for the call's `grpc-timeout`), it drops the handler's
-//! future. Whatever the handler was awaiting stops right there. A [`CallGuard`]
-//! held across those awaits sees the drop, and so the server can log and count
-//! the calls that ended early. Work that never awaits (a long CPU loop) would not
+//! learns that a call is over (an HTTP/2 RST_STREAM, a closed connection), or
+//! the server's timer for the call's `grpc-timeout` runs out
+//! ([`crate::spec_codes`]), the handler's future is dropped. Whatever the
+//! handler was awaiting stops right there. A [`CallGuard`] held across those
+//! awaits sees the drop, and so the server can log and count the calls that
+//! ended early. Work that never awaits (a long CPU loop) would not
 //! be stopped this way; it would need to check for itself.
 
 use std::{
@@ -16,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tonic::metadata::MetadataMap;
+use tonic::{codegen::http, metadata::MetadataMap};
 use tracing::{debug, info};
 
 /// Counters for one service's calls. Tests read them; so does chapter 10.
@@ -121,6 +122,14 @@ fn ms(d: Duration) -> f64 {
 /// some of the caller's time on the way here.
 pub fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
     let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    parse_grpc_timeout(value)
+}
+
+/// [`grpc_timeout`], read from a request's HTTP headers, for a tower layer
+/// that sees the request before tonic has made metadata of them. It accepts
+/// exactly what tonic's own timer accepts, so the two agree on every call.
+pub fn grpc_timeout_header(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
     parse_grpc_timeout(value)
 }
 

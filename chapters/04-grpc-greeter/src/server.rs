@@ -25,6 +25,7 @@ use crate::{
     lifetime::CallStats,
     metrics::{GrpcMetrics, MetricsLayer, known_methods},
     refuse::RefuseLayer,
+    spec_codes::SpecCodesLayer,
     trace::TraceLayer,
 };
 
@@ -328,6 +329,8 @@ impl BoundServer {
         let serve = builder
             .layer(MetricsLayer(metrics))
             .layer(TraceLayer(self.trace))
+            // Inside the two above, so they count and log the codes it answers.
+            .layer(SpecCodesLayer)
             .layer(RefuseLayer)
             .add_routes(self.extra)
             .add_service(health_service)

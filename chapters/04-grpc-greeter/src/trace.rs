@@ -6,7 +6,8 @@
 //! its trace id comes from the caller's `traceparent` (or is new), its
 //! `remaining_ms` from `grpc-timeout`. A server that calls another hop passes
 //! the trace on with [`TraceContext::inject`]. When the call ends, the span
-//! logs one `call ended` line with how (`outcome`: the gRPC code, or
+//! logs one `call ended` line with how (`outcome`: the gRPC code, such as
+//! `DeadlineExceeded` when the server's timer ended the call, or
 //! `deadline_passed` or `cancelled` when the response was dropped before the
 //! handler answered), and
 //! the log subscriber prints it with the span's fields: stdout is the
@@ -27,7 +28,7 @@ use tonic::{codegen::http, metadata::MetadataMap};
 use tower::{Layer, Service};
 use tracing::{Instrument, Span, info, info_span};
 
-use crate::{lifetime::grpc_timeout, metrics::code_label};
+use crate::{lifetime::grpc_timeout_header, metrics::code_label};
 
 /// The header W3C Trace Context defines (`00-<trace>-<parent>-<flags>`).
 pub const TRACEPARENT: &str = "traceparent";
@@ -163,7 +164,7 @@ where
             return Box::pin(self.inner.call(request));
         }
         let context = TraceContext::of_call(request.headers());
-        let remaining = grpc_timeout(&MetadataMap::from_headers(request.headers().clone()));
+        let remaining = grpc_timeout_header(request.headers());
         let span = info_span!(
             "grpc.call",
             trace_id = %Hex(context.trace_id),
@@ -202,9 +203,12 @@ where
     }
 }
 
-/// Logs the end of a call inside its span. A call dropped before the
-/// handler answered ended because its deadline passed (tonic's own timer,
-/// outside this layer, dropped it) or because its caller left: `cancelled`.
+/// Logs the end of a call inside its span. A deadline the server enforces
+/// ([`crate::spec_codes`], inside this layer) is an answer, with its code. A
+/// call dropped before any answer was left by its caller: `deadline_passed`
+/// when that was at its deadline (the caller's own timer reset the stream a
+/// moment before ours fired, or a server without `SpecCodesLayer` let tonic's
+/// timer drop it), `cancelled` before.
 struct Ended {
     span: Span,
     started: Instant,
@@ -216,8 +220,9 @@ impl Drop for Ended {
     fn drop(&mut self) {
         let now = Instant::now();
         let outcome = self.outcome.unwrap_or(match self.deadline {
-            // tonic's timer started a moment before this layer's clock, so
-            // it fires a little before `deadline` as this layer counts it.
+            // The caller's own timer started before this layer's clock, so
+            // its reset can arrive a little before `deadline` as this layer
+            // counts it.
             Some(deadline) if now + Duration::from_millis(1) >= deadline => "deadline_passed",
             _ => "cancelled",
         });

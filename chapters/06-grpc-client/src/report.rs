@@ -26,11 +26,12 @@ impl Failure {
     /// was sent with and the time from just before the call was started until
     /// the status arrived.
     ///
-    /// tonic ends a call whose `grpc-timeout` has run out with CANCELLED
-    /// "Timeout expired", on the client and on the server alike, where the
-    /// gRPC specification says DEADLINE_EXCEEDED. The client cannot tell from
-    /// the status alone which of the two happened, but it knows its own
-    /// deadline and its own clock, so the rule is:
+    /// tonic's client ends a call whose `grpc-timeout` has run out with
+    /// CANCELLED "Timeout expired", where the gRPC specification says
+    /// DEADLINE_EXCEEDED (a tonic server does the same, unless it corrects it
+    /// as this workshop's servers do). The client cannot tell from the
+    /// status alone whether its deadline passed or something cancelled the
+    /// call, but it knows its own deadline and its own clock, so the rule is:
     ///
     /// *CANCELLED, on a call that had a deadline, arriving when at least the
     /// whole deadline has passed since the call started, is DEADLINE_EXCEEDED.*

@@ -26,6 +26,7 @@ use tracing::info;
 
 use grpc_server::{
     lifetime::{CallStats, grpc_timeout},
+    spec_codes::SpecCodesLayer,
     trace::{TraceContext, TraceLayer},
 };
 
@@ -128,9 +129,11 @@ impl Greeter for Frontend {
 }
 // ANCHOR_END: say_hello
 
-/// tonic reports its own expired timer as CANCELLED "Timeout expired"; once the
-/// budget we gave the backend has passed, that is DEADLINE_EXCEEDED (the same
-/// rule as `grpc_client::Failure::from_status`).
+/// The tonic client's own timer for the backend call reports itself as
+/// CANCELLED "Timeout expired" (the backend, when its answer comes first,
+/// says DEADLINE_EXCEEDED); once the budget we gave the backend has passed,
+/// that CANCELLED is DEADLINE_EXCEEDED too (the same rule as
+/// `grpc_client::Failure::from_status`).
 fn backend_status(status: Status, budget: Option<Duration>, elapsed: Duration) -> Status {
     match budget {
         Some(budget) if status.code() == Code::Cancelled && elapsed >= budget => {
@@ -154,6 +157,8 @@ pub async fn serve<G: Greeter>(
     let incoming = ReceiverStream::new(listener.incoming()).map(Ok::<_, std::io::Error>);
     tonic::transport::Server::builder()
         .layer(TraceLayer(trace))
+        // An expired deadline is DEADLINE_EXCEEDED, as chapter 4's server says it.
+        .layer(SpecCodesLayer)
         .add_service(GreeterServer::new(greeter))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;

@@ -352,7 +352,13 @@ async fn each_hop_has_a_span_in_one_trace_and_sees_less_of_the_deadline() {
     );
     // The backend's shorter deadline ended it first; the frontend passed that on.
     assert_eq!(frontend["outcome"], "DeadlineExceeded", "{hops:#?}");
-    assert_eq!(backend["outcome"], "deadline_passed", "{hops:#?}");
+    // At the backend two timers race for that deadline: its own, which
+    // answers DEADLINE_EXCEEDED, and the frontend's client, whose reset
+    // drops the call at its deadline (`deadline_passed`).
+    assert!(
+        ["DeadlineExceeded", "deadline_passed"].contains(&backend["outcome"].as_str()),
+        "{hops:#?}"
+    );
 
     // A call the client abandons: the cancellation reaches the last hop.
     let (request, context) = traced(5_000, None);

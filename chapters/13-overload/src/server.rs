@@ -329,6 +329,9 @@ impl Running {
         let grpc = tokio::spawn(async move {
             let _ = tonic::transport::Server::builder()
                 .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                // A deadline that passes while the call waits is
+                // DEADLINE_EXCEEDED, as chapter 4's server answers it.
+                .layer(grpc_server::spec_codes::SpecCodesLayer)
                 .add_service(service)
                 .serve_with_incoming(incoming)
                 .await;

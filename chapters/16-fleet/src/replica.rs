@@ -16,7 +16,10 @@ use std::{
 };
 
 use anyhow::Context;
-use grpc_server::{CallStats, Greeter, connection::with_preface_deadline, server::PREFACE_TIMEOUT};
+use grpc_server::{
+    CallStats, Greeter, connection::with_preface_deadline, server::PREFACE_TIMEOUT,
+    spec_codes::SpecCodesLayer,
+};
 use proto::greeter::v1::{
     HelloReply, HelloRequest,
     greeter_server::{self, GreeterServer},
@@ -295,6 +298,9 @@ async fn serve(spec: Spec, ready: oneshot::Sender<Listening>, stopped: oneshot::
 
     let (goaway, go) = oneshot::channel::<()>();
     let serving = builder
+        // A deadline that passes in the slow wait is DEADLINE_EXCEEDED, as
+        // chapter 4's server answers it.
+        .layer(SpecCodesLayer)
         .add_service(health_service)
         .add_service(GreeterServer::new(slowed))
         .serve_with_incoming_shutdown(incoming, async {
