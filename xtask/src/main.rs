@@ -11,6 +11,7 @@
 //! - `hand-typed` lists the measured-looking numbers that pages type by hand (what
 //!   check-book rejects), page by page;
 //! - `answers` regenerates the answers appendix from the quizzes;
+//! - `status-table` regenerates the book's table of gRPC status codes;
 //! - `exercises` checks that every exercise's starter fails its tests, each
 //!   saying what is still to do, and that its solution passes them;
 //! - `browser` opens the built book in headless Chromium and checks that a
@@ -65,6 +66,8 @@ enum Task {
     },
     /// Regenerate book/src/answers.md from book/quizzes/
     Answers,
+    /// Regenerate book/src/generated/status-codes.md from proto::status
+    StatusTable,
     /// Check every exercise: its starter fails its tests, each saying what is
     /// still to do, and its solution passes them
     Exercises,
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
         Task::CheckBook => check_book(&root),
         Task::HandTyped { pages } => figures::list_hand_typed(&Book { root: root.clone() }, &pages),
         Task::Answers => answers(&root),
+        Task::StatusTable => status_table(&root),
         Task::Exercises => exercises::check(&root),
         Task::Browser => browser::check(&root),
         Task::LivePage { shot } => browser::live_page(&root, &root.join(shot)),
@@ -128,4 +132,37 @@ fn answers(root: &Path) -> anyhow::Result<()> {
     std::fs::write(book.answers_path(), text)?;
     println!("wrote {}", book.answers_path().display());
     Ok(())
+}
+
+/// The book's copy of `cargo run -p proto --bin status_table`, which a test
+/// compares with the code so that chapter 7 cannot drift from it.
+fn status_table_path(root: &Path) -> std::path::PathBuf {
+    root.join("book/src/generated/status-codes.md")
+}
+
+fn status_table(root: &Path) -> anyhow::Result<()> {
+    let path = status_table_path(root);
+    std::fs::write(&path, proto::status::markdown_table())?;
+    println!(
+        "wrote {} ({} codes)",
+        path.display(),
+        proto::status::TABLE.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_books_status_table_is_the_codes() {
+        let path = status_table_path(&workspace_root());
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == proto::status::markdown_table(),
+            "{} is out of date: run `cargo xtask status-table`",
+            path.display()
+        );
+    }
 }

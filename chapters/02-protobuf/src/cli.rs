@@ -33,12 +33,8 @@ pub struct GrpcFrameArgs {
     pub delay_ms: u32,
 }
 
-/// Writes the table of gRPC status codes (from `proto::status`) as Markdown to
-/// the file the book includes, or prints it.
+/// Prints the table of gRPC status codes (from `proto::status`) as Markdown:
+/// each code's meaning to a caller, its HTTP twin, and whether to retry it.
 #[derive(Parser, Debug)]
 #[command(name = "status_table", version)]
-pub struct StatusTableArgs {
-    /// Print the table instead of writing book/src/generated/status-codes.md
-    #[arg(long)]
-    pub stdout: bool,
-}
+pub struct StatusTableArgs {}

@@ -38,6 +38,7 @@ pub const EXIT_SETUP: u8 = 2;
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let target = Target::from_args(&args);
     let endpoint = endpoint(&target).map_err(|e| Exit::error(EXIT_SETUP, e))?;
+    let failed = |failure: Failure| Exit::report(EXIT_FAILED, failure.with_next_step(&target.url));
     let channel = channel::channel(&endpoint, args.connect)
         .await
         .map_err(failed)?;
@@ -63,8 +64,4 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     result.map_err(failed)?;
     Ok(())
-}
-
-fn failed(failure: Failure) -> Exit {
-    Exit::report(EXIT_FAILED, failure)
 }

@@ -8,7 +8,7 @@ use proto::status;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::cli::Seconds;
+use crate::cli::{DEFAULT_TARGET, Seconds};
 
 /// A call's failure, as the client reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct Failure {
     /// The status's error details, decoded, one printed line each
     /// ([`detail_lines`]); empty when it carried none.
     pub error_details: Vec<String>,
+    /// What to do next, when the failure has one usual cause
+    /// ([`Failure::with_next_step`]).
+    pub next: Option<String>,
 }
 
 impl Failure {
@@ -54,12 +57,14 @@ impl Failure {
                     message_of(status)
                 ),
                 error_details: detail_lines(&status.get_error_details()),
+                next: None,
             };
         }
         Failure {
             code: status.code(),
             details: message_of(status),
             error_details: detail_lines(&status.get_error_details()),
+            next: None,
         }
     }
 
@@ -69,6 +74,7 @@ impl Failure {
             code,
             details: details.into(),
             error_details: Vec::new(),
+            next: None,
         }
     }
     // ANCHOR_END: deadline_rule
@@ -77,6 +83,23 @@ impl Failure {
     /// unusable, which is what UNAVAILABLE means.
     pub fn connect(error: &tonic::transport::Error) -> Failure {
         Failure::new(Code::Unavailable, chain(error))
+    }
+
+    /// UNAVAILABLE's meaning ("usually transient, retry") is right for a
+    /// server that went away; a refused connection to a server that was never
+    /// started is the reader's usual case, and retrying will not fix it.
+    pub fn with_next_step(mut self, target: &str) -> Failure {
+        if self.code == Code::Unavailable && self.details.contains("Connection refused") {
+            let start = if target == DEFAULT_TARGET {
+                "start the stack with `cargo run` in another terminal"
+            } else {
+                "start the server, or check --target (GRPC_TARGET)"
+            };
+            self.next = Some(format!(
+                "nothing is listening at {target}: {start}, then try again"
+            ));
+        }
+        self
     }
 }
 
@@ -89,6 +112,9 @@ impl fmt::Display for Failure {
         write!(f, "  meaning: {} (REST: {})", row.meaning, row.http_label())?;
         for line in &self.error_details {
             write!(f, "\n  {line}")?;
+        }
+        if let Some(next) = &self.next {
+            write!(f, "\n  next: {next}")?;
         }
         Ok(())
     }
@@ -288,6 +314,28 @@ mod tests {
                 "also attached: DebugInfo",
             ]
         );
+    }
+
+    #[test]
+    fn a_refused_connection_says_what_to_start() {
+        let refused = || {
+            Failure::from_status(
+                &Status::unavailable("tcp connect error: Connection refused (os error 111)"),
+                None,
+                Duration::ZERO,
+            )
+        };
+        let text = refused().with_next_step(DEFAULT_TARGET).to_string();
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "  next: nothing is listening at https://localhost:50051: start the stack \
+             with `cargo run` in another terminal, then try again"
+        );
+        let other = refused().with_next_step("https://10.0.0.7:50051");
+        assert!(other.next.unwrap().contains("check --target"));
+        // A server that answered UNAVAILABLE itself is left with the table's meaning.
+        let shed = Failure::new(Code::Unavailable, "draining").with_next_step(DEFAULT_TARGET);
+        assert_eq!(shed.next, None);
     }
 
     #[test]

@@ -170,9 +170,25 @@ impl fmt::Display for RestError {
             RestError::Request(e) => {
                 write!(f, "request failed: {e}")?;
                 let mut source = std::error::Error::source(e);
+                let mut refused = false;
                 while let Some(inner) = source {
                     write!(f, ": {inner}")?;
+                    refused |= inner.to_string().contains("Connection refused");
                     source = inner.source();
+                }
+                // As grpc-client says it: a refused connection is fixed by
+                // starting something, not by retrying.
+                if let Some(url) = e.url().filter(|_| refused) {
+                    let origin = url.origin().ascii_serialization();
+                    let start = if origin == "https://localhost:8443" {
+                        "start the stack with `cargo run` in another terminal"
+                    } else {
+                        "start the server, or check the URL"
+                    };
+                    write!(
+                        f,
+                        "\n  next: nothing is listening at {origin}: {start}, then try again"
+                    )?;
                 }
                 Ok(())
             }

@@ -322,8 +322,18 @@ async fn nothing_listening_is_unavailable_lazy_or_eager() {
             "hello",
         ])
         .await;
-        let details = assert_failure(&run, "UNAVAILABLE");
+        assert_eq!(run.stdout, "");
+        let details = assert_report_with_details(&run, "UNAVAILABLE");
         assert!(details.contains("onnect"), "{connect}: {details}");
+        // UNAVAILABLE means "retry"; here the fix is to start something.
+        assert_eq!(
+            run.stderr.lines().skip(3).collect::<Vec<_>>(),
+            [format!(
+                "  next: nothing is listening at {target}: start the server, \
+                 or check --target (GRPC_TARGET), then try again"
+            )],
+            "{connect}"
+        );
     }
 }
 

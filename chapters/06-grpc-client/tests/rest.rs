@@ -150,4 +150,11 @@ async fn nothing_listening_is_a_request_error() {
     let report = error.to_string();
     assert!(report.starts_with("request failed: "), "{report}");
     assert!(report.contains("Connection refused"), "{report}");
+    assert_eq!(
+        report.lines().last().unwrap(),
+        format!(
+            "  next: nothing is listening at https://127.0.0.1:{port}: start the server, \
+             or check the URL, then try again"
+        )
+    );
 }
