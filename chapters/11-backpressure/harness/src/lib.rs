@@ -16,6 +16,8 @@
 //! - [`child`]: a process the experiment starts from its own executable,
 //!   configured by a typed value and answering with a typed ready record, so
 //!   that every run gets fresh memory, connections and timers.
+//! - [`pod`]: a CPU quota for a child, as Kubernetes limits a pod's CPU, so
+//!   that the server saturates before the load generator does.
 //! - [`plot`]: SVG charts without fonts.
 //! - [`live`]: `--live`, a page that draws the run while it goes on, from
 //!   the records it is writing.
@@ -25,6 +27,7 @@ pub mod experiment;
 pub mod folder;
 pub mod live;
 pub mod plot;
+pub mod pod;
 pub mod records;
 
 pub use experiment::{Experiment, Start};
