@@ -47,6 +47,14 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("xtask", "xtask", parse::<crate::Cli>),
 ];
 
+/// The package whose binary (or example) is called `bin`.
+pub fn package_of(bin: &str) -> Option<&'static str> {
+    PROGRAMS
+        .iter()
+        .find(|(_, name, _)| *name == bin)
+        .map(|(package, _, _)| *package)
+}
+
 fn parse<T: Parser>(args: &[String]) -> Result<(), clap::Error> {
     let name = T::command().get_name().to_string();
     match T::try_parse_from(std::iter::once(name).chain(args.iter().cloned())) {

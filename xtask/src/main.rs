@@ -12,6 +12,8 @@
 //!   check-book rejects), page by page;
 //! - `answers` regenerates the answers appendix from the quizzes;
 //! - `status-table` regenerates the book's table of gRPC status codes;
+//! - `rerender` draws every committed run again from its records and fails
+//!   on any difference (`--update` redraws them in place);
 //! - `exercises` checks that every exercise's starter fails its tests, each
 //!   saying what is still to do, and that its solution passes them;
 //! - `browser` opens the built book in headless Chromium and checks that a
@@ -29,6 +31,7 @@ mod figures;
 mod markdown;
 mod observe;
 mod quiz;
+mod rerender;
 
 use std::{path::Path, process::ExitCode};
 
@@ -68,6 +71,13 @@ enum Task {
     Answers,
     /// Regenerate book/src/generated/status-codes.md from proto::status
     StatusTable,
+    /// Draw every run kept in book/src/results/ again from its records (with
+    /// --render, into target/rerender/) and fail if a file differs
+    Rerender {
+        /// Redraw the committed runs in place instead of comparing
+        #[arg(long)]
+        update: bool,
+    },
     /// Check every exercise: its starter fails its tests, each saying what is
     /// still to do, and its solution passes them
     Exercises,
@@ -95,6 +105,7 @@ fn main() -> ExitCode {
         Task::HandTyped { pages } => figures::list_hand_typed(&Book { root: root.clone() }, &pages),
         Task::Answers => answers(&root),
         Task::StatusTable => status_table(&root),
+        Task::Rerender { update } => rerender::rerender(&root, update),
         Task::Exercises => exercises::check(&root),
         Task::Browser => browser::check(&root),
         Task::LivePage { shot } => browser::live_page(&root, &root.join(shot)),
