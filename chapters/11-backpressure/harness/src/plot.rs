@@ -169,9 +169,12 @@ fn draw(
         let shown: Vec<Vec<(f64, f64)>> = panel
             .series
             .iter()
-            .map(|s| match s.dots {
-                true => one_per_pixel(&s.points, |p| chart.backend_coord(p)),
-                false => s.points.clone(),
+            .map(|s| {
+                if s.dots {
+                    one_per_cell(&s.points, |p| chart.backend_coord(p))
+                } else {
+                    s.points.clone()
+                }
             })
             .collect();
         let (drawn, all): (usize, usize) = panel
@@ -230,7 +233,7 @@ const DOT_CELL: i32 = 2;
 /// [`DOT_CELL`] (`pixel` maps a point to its pixel), only the first is kept.
 /// A dot drawn again where one of its own colour already is adds bytes, not
 /// ink: chapter 12's thirteen thousand sends made an SVG of 1.4 MB.
-fn one_per_pixel(
+fn one_per_cell(
     points: &[(f64, f64)],
     pixel: impl Fn(&(f64, f64)) -> (i32, i32),
 ) -> Vec<(f64, f64)> {
