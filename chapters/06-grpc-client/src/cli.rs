@@ -9,6 +9,9 @@ use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
 /// Where the stack serves gRPC (chapter 9), by the name its certificate carries.
 pub const DEFAULT_TARGET: &str = "https://localhost:50051";
 
+/// The stack's REST greetings endpoint, where `cargo run` serves it.
+pub const DEFAULT_REST_URL: &str = "https://localhost:8443/v1/greetings";
+
 /// Calls the Greeter and the Streamer over gRPC, on one channel, and explains
 /// any failure with the status table.
 #[derive(Parser, Debug, Clone)]
@@ -164,7 +167,7 @@ pub fn parse_secs(text: &str) -> Result<Seconds, String> {
 #[command(name = "rest_client", version)]
 pub struct RestArgs {
     /// The greetings endpoint
-    #[arg(default_value = "https://localhost:8443/v1/greetings")]
+    #[arg(default_value = DEFAULT_REST_URL)]
     pub url: String,
     /// The name to greet
     #[arg(long, default_value = "Ada")]

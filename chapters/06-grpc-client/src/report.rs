@@ -90,17 +90,25 @@ impl Failure {
     /// started is the reader's usual case, and retrying will not fix it.
     pub fn with_next_step(mut self, target: &str) -> Failure {
         if self.code == Code::Unavailable && self.details.contains("Connection refused") {
-            let start = if target == DEFAULT_TARGET {
-                "start the stack with `cargo run` in another terminal"
-            } else {
-                "start the server, or check --target (GRPC_TARGET)"
-            };
-            self.next = Some(format!(
-                "nothing is listening at {target}: {start}, then try again"
+            self.next = Some(refused_next_step(
+                target,
+                target == DEFAULT_TARGET,
+                "start the server, or check --target (GRPC_TARGET)",
             ));
         }
         self
     }
+}
+
+/// The `next:` line for a refused connection, gRPC's or REST's: at the
+/// stack's own address (`ours`), start the stack; elsewhere, `elsewhere`.
+pub fn refused_next_step(at: &str, ours: bool, elsewhere: &str) -> String {
+    let start = if ours {
+        "start the stack with `cargo run` in another terminal"
+    } else {
+        elsewhere
+    };
+    format!("nothing is listening at {at}: {start}, then try again")
 }
 
 // ANCHOR: display

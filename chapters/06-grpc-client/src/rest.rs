@@ -16,8 +16,8 @@ use tonic_types::{ErrorDetails, FieldViolation};
 use crate::{
     EXIT_FAILED, EXIT_SETUP,
     channel::CONNECT_TIMEOUT,
-    cli::{RestArgs, Seconds},
-    report,
+    cli::{DEFAULT_REST_URL, RestArgs, Seconds},
+    report::{self, refused_next_step},
 };
 
 // ANCHOR: client
@@ -179,16 +179,12 @@ impl fmt::Display for RestError {
                 // As grpc-client says it: a refused connection is fixed by
                 // starting something, not by retrying.
                 if let Some(url) = e.url().filter(|_| refused) {
-                    let origin = url.origin().ascii_serialization();
-                    let start = if origin == "https://localhost:8443" {
-                        "start the stack with `cargo run` in another terminal"
-                    } else {
-                        "start the server, or check the URL"
-                    };
-                    write!(
-                        f,
-                        "\n  next: nothing is listening at {origin}: {start}, then try again"
-                    )?;
+                    let origin = url.origin();
+                    let ours = reqwest::Url::parse(DEFAULT_REST_URL)
+                        .is_ok_and(|stack| stack.origin() == origin);
+                    let at = origin.ascii_serialization();
+                    let next = refused_next_step(&at, ours, "start the server, or check the URL");
+                    write!(f, "\n  next: {next}")?;
                 }
                 Ok(())
             }
