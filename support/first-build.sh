@@ -9,9 +9,10 @@
 # Crates are fetched before the clock starts: downloads depend on the network.
 #
 #   support/first-build.sh                      # prints the table
-#   support/first-build.sh > book/src/observed/first-build.txt
+#   support/first-build.sh > book/src/results/first-build.txt   # the book's copy
 #
-# About 10 minutes on 2 cores and 6 GB of disk; the directory is removed at
+# About 9 minutes on 2 cores and 2.5 GB of disk (the table's last line says);
+# the directory is removed at
 # the end. Run it on a quiet machine: the times are the machine's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
