@@ -71,12 +71,17 @@ enum Task {
     Answers,
     /// Regenerate book/src/generated/status-codes.md from proto::status
     StatusTable,
-    /// Draw every run kept in book/src/results/ again from its records (with
-    /// --render, into target/rerender/) and fail if a file differs
+    /// Draw every run kept in book/src/results/ again from its tables (with
+    /// --render, into target/rerender/), and today's from its raw records in
+    /// book/raw/; fail if a file differs
     Rerender {
         /// Redraw the committed runs in place instead of comparing
         #[arg(long)]
         update: bool,
+        /// Reduce every run with raw records (book/raw/) from them first,
+        /// not only today's
+        #[arg(long)]
+        from_raw: bool,
     },
     /// Check every exercise: its starter fails its tests, each saying what is
     /// still to do, and its solution passes them
@@ -105,7 +110,7 @@ fn main() -> ExitCode {
         Task::HandTyped { pages } => figures::list_hand_typed(&Book { root: root.clone() }, &pages),
         Task::Answers => answers(&root),
         Task::StatusTable => status_table(&root),
-        Task::Rerender { update } => rerender::rerender(&root, update),
+        Task::Rerender { update, from_raw } => rerender::rerender(&root, update, from_raw),
         Task::Exercises => exercises::check(&root),
         Task::Browser => browser::check(&root),
         Task::LivePage { shot } => browser::live_page(&root, &root.join(shot)),

@@ -1,9 +1,14 @@
 //! `cargo xtask rerender`: every run the book keeps in `book/src/results/` is
-//! drawn again from its records, with `--render`, into a scratch copy, and
+//! drawn again from its tables, with `--render`, into a scratch copy, and
 //! every file must come out byte for byte as committed. This is what makes
 //! "`--render` reproduces the report" a check and not a claim: a change to a
 //! table, a plot or the report's wording that the committed runs do not
 //! reflect fails here until `cargo xtask rerender --update` redraws them.
+//!
+//! A run's raw records are kept compressed in `book/raw/NAME/`, outside the
+//! published book. One such run per day (rotating, so that every week sees
+//! each) is also reduced again from them (`--render --from-raw`), which
+//! proves the reduce step; `--from-raw` does it for every run.
 
 use std::{
     collections::BTreeSet,
@@ -26,10 +31,24 @@ struct Run {
     subcommand: Option<String>,
 }
 
+/// Where the book keeps its runs' raw records: `RAW/NAME` for the run in
+/// `book/src/results/NAME`.
+pub const RAW: &str = "book/raw";
+
 /// Redraws every committed run into target/rerender/ and compares; with
-/// `update`, redraws them in place instead.
-pub fn rerender(root: &Path, update: bool) -> anyhow::Result<()> {
+/// `update`, redraws them in place instead. With `all_raw`, every run with
+/// raw records is reduced from them first; without it, one of them, today's.
+pub fn rerender(root: &Path, update: bool, all_raw: bool) -> anyhow::Result<()> {
     let runs = committed_runs(&root.join("book/src/results"))?;
+    let with_raw: Vec<&Run> = runs.iter().filter(|r| raw_of(root, r).is_some()).collect();
+    check_raw_layout(root, &runs)?;
+    let today = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs()
+        / 86_400) as usize;
+    let todays = with_raw
+        .get(today % with_raw.len().max(1))
+        .map(|r| r.dir.clone());
     let scratch = root.join("target/rerender");
     let mut differ = Vec::new();
     for run in &runs {
@@ -38,6 +57,7 @@ pub fn rerender(root: &Path, update: bool) -> anyhow::Result<()> {
             .file_name()
             .context("a results folder has no name")?;
         let shown = run.dir.strip_prefix(root).unwrap_or(&run.dir).display();
+        let raw = raw_of(root, run).filter(|_| all_raw || todays.as_ref() == Some(&run.dir));
         let target = if update {
             run.dir.clone()
         } else {
@@ -49,14 +69,21 @@ pub fn rerender(root: &Path, update: bool) -> anyhow::Result<()> {
             copy_tree(&run.dir, &copy)?;
             copy
         };
-        render(root, run, &target)?;
+        render(root, run, &target, raw.as_deref())?;
+        let from = match &raw {
+            Some(raw) => format!(
+                "reduced again from {}",
+                raw.strip_prefix(root).unwrap_or(raw).display()
+            ),
+            None => "drawn again from its tables".to_string(),
+        };
         if update {
-            println!("redrew {shown}");
+            println!("{shown}: {from}, in place");
             continue;
         }
         let changed = compare(&run.dir, &target)?;
         if changed.is_empty() {
-            println!("{shown}: drawn again, identical");
+            println!("{shown}: {from}, identical");
         } else {
             for file in &changed {
                 println!("{shown}: {file} differs from a fresh --render");
@@ -79,6 +106,40 @@ pub fn rerender(root: &Path, update: bool) -> anyhow::Result<()> {
         "{} committed runs render byte for byte as committed",
         runs.len()
     );
+    Ok(())
+}
+
+/// The folder of the run's raw records, if it has one.
+fn raw_of(root: &Path, run: &Run) -> Option<PathBuf> {
+    let raw = root.join(RAW).join(run.dir.file_name()?);
+    raw.join("meta.json").is_file().then_some(raw)
+}
+
+/// Raw records stay out of the published book, and each folder of them
+/// belongs to a committed run.
+fn check_raw_layout(root: &Path, runs: &[Run]) -> anyhow::Result<()> {
+    for run in runs {
+        if let Some(file) = files(&run.dir)?.into_iter().find(|f| f.ends_with(".zst")) {
+            bail!(
+                "{}: {file} is a raw record in the published book; run the experiment \
+                 with --raw-out {RAW}/NAME, or move the compressed records there",
+                run.dir.display()
+            );
+        }
+    }
+    let Ok(entries) = fs::read_dir(root.join(RAW)) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let raw = entry?.path();
+        let name = raw.file_name().unwrap_or_default();
+        ensure!(
+            runs.iter().any(|r| r.dir.file_name() == Some(name)),
+            "{} holds the raw records of no committed run (book/src/results/{} is missing)",
+            raw.display(),
+            name.display()
+        );
+    }
     Ok(())
 }
 
@@ -118,7 +179,7 @@ fn run_of(dir: PathBuf, program: &str, args: &[String]) -> anyhow::Result<Run> {
     })
 }
 
-fn render(root: &Path, run: &Run, target: &Path) -> anyhow::Result<()> {
+fn render(root: &Path, run: &Run, target: &Path, raw: Option<&Path>) -> anyhow::Result<()> {
     let mut command = Command::new(env!("CARGO"));
     command
         .current_dir(root)
@@ -135,6 +196,9 @@ fn render(root: &Path, run: &Run, target: &Path) -> anyhow::Result<()> {
         .args(&run.subcommand)
         .arg("--render")
         .arg(target);
+    if let Some(raw) = raw {
+        command.arg("--from-raw").arg(raw);
+    }
     let output = command
         .output()
         .with_context(|| format!("cannot run {command:?}"))?;

@@ -30,7 +30,9 @@ async fn experiment(args: &RunArgs) -> anyhow::Result<()> {
         run: async |config: &_, folder: &_| {
             admission::runner::run(config, folder, args.metrics_addr, live.as_ref()).await
         },
+        reduce: admission::render::reduce,
         render: admission::render::render,
+        raw: &["runs/"],
     };
     harness::experiment::main(&args.flags, || args.config(), start, steps).await?;
     harness::live::finish(live).await;

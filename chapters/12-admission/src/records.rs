@@ -52,7 +52,7 @@ pub struct ClientFile {
 }
 
 /// What a run left for the plots besides the analysis.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
     pub block: usize,
     pub policy: PolicyKind,
@@ -118,4 +118,83 @@ pub fn load(run: &Folder, attempt: &Attempt, workers: usize) -> anyhow::Result<(
             .collect(),
     };
     Ok((run, trace))
+}
+
+/// One point of a plotted budget and queue timeline: a row of `timelines.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    pub block: usize,
+    pub policy: PolicyKind,
+    pub s: f64,
+    pub budget: f64,
+    pub queued: f64,
+}
+
+/// One plotted send of stream 0: a row of `sends.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendPoint {
+    pub block: usize,
+    pub policy: PolicyKind,
+    pub due_s: f64,
+    pub send_ms: f64,
+}
+
+pub const TIMELINES: &str = "timelines.csv";
+pub const SENDS: &str = "sends.csv";
+
+/// The traces as the two tables above.
+pub fn trace_rows(traces: &[Trace]) -> (Vec<TimelinePoint>, Vec<SendPoint>) {
+    let mut timelines = Vec::new();
+    let mut sends = Vec::new();
+    for t in traces {
+        let (block, policy) = (t.block, t.policy);
+        timelines.extend(t.timeline.iter().map(|&(s, budget, queued)| TimelinePoint {
+            block,
+            policy,
+            s,
+            budget,
+            queued,
+        }));
+        sends.extend(t.sends.iter().map(|&(due_s, send_ms)| SendPoint {
+            block,
+            policy,
+            due_s,
+            send_ms,
+        }));
+    }
+    (timelines, sends)
+}
+
+/// The traces back from the two tables, in the order they were written.
+pub fn traces_of(timelines: &[TimelinePoint], sends: &[SendPoint]) -> Vec<Trace> {
+    let mut traces: Vec<Trace> = Vec::new();
+    let mut of = |block: usize, policy: PolicyKind| -> usize {
+        match traces
+            .iter()
+            .position(|t| (t.block, t.policy) == (block, policy))
+        {
+            Some(i) => i,
+            None => {
+                traces.push(Trace {
+                    block,
+                    policy,
+                    timeline: Vec::new(),
+                    sends: Vec::new(),
+                });
+                traces.len() - 1
+            }
+        }
+    };
+    let mut at = Vec::new();
+    for p in timelines {
+        at.push((of(p.block, p.policy), Some((p.s, p.budget, p.queued)), None));
+    }
+    for p in sends {
+        at.push((of(p.block, p.policy), None, Some((p.due_s, p.send_ms))));
+    }
+    for (i, point, send) in at {
+        traces[i].timeline.extend(point);
+        traces[i].sends.extend(send);
+    }
+    traces
 }

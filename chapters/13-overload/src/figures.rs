@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use loadgen::{Outcome, Percentiles, cli::code_name};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tonic::Code;
 
 use crate::{
@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// The server's figures for one cell, over the measured window.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ServerFigures {
     /// Worker time spent, as a share of all the workers' time in the window.
     pub busy_share: f64,
@@ -39,7 +39,7 @@ pub struct ServerFigures {
 
 /// One (transport, policy, load) cell: what the callers saw, and what the
 /// server did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     pub transport: Transport,
     pub policy: Policy,

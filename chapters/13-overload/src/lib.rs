@@ -1,6 +1,6 @@
 //! Chapter 13: wait, reject, retry or drop? What a server at capacity does
 //! with the calls it cannot serve yet, compared under sustained overload.
-//! It reads as config -> run -> records -> render:
+//! It reads as config -> run -> records -> reduce -> render:
 //!
 //! - [`core`]: the rules that shed, queue, order and drop calls, with the
 //!   clock passed in and tested without a runtime; [`server`] runs them in a
@@ -13,7 +13,8 @@
 //! - [`run`]: every policy at every offered load, open-loop, with chapter
 //!   11's `loadgen`, each cell on a fresh server; [`records`] are its rows.
 //! - [`figures`]: goodput, latency, wasted work, amplification, from the rows.
-//! - [`render`]: the table and the charts.
+//! - [`render`]: the rows reduced to a cell's figures (`results.json`),
+//!   then the table and the charts from those.
 
 pub mod client;
 pub mod config;

@@ -17,7 +17,9 @@ async fn experiment(args: overload::Args) -> anyhow::Result<()> {
         run: async |config: &overload::Config, folder: &harness::Folder| {
             overload::run::run(config, folder, args.metrics_addr, live.as_ref()).await
         },
+        reduce: overload::render::reduce,
         render: overload::render::render,
+        raw: &["raw/"],
     };
     harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await?;
     harness::live::finish(live).await;

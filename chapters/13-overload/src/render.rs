@@ -1,7 +1,9 @@
-//! From the raw records to the report: every cell's figures recomputed from
-//! its rows, then `cells.csv`, `results.json`, `results.md` (a table per
-//! transport), `transports.md` (the transports side by side) and the charts
-//! against offered load, a panel per transport.
+//! From the raw records to the report, in two steps. `reduce`: every
+//! cell's figures recomputed from its rows (about 100,000 rows per
+//! transport), written as `cells.csv` and `results.json`. `render`: from
+//! `results.json` alone, `results.md` (a table per transport),
+//! `transports.md` (the transports side by side) and the charts against
+//! offered load, a panel per transport.
 
 use std::{fmt::Write as _, path::Path};
 
@@ -124,36 +126,43 @@ fn read_cell(
 }
 
 /// `results.json`: every cell's figures, with the settings they came from.
-#[derive(Serialize)]
-struct Results<'a> {
-    config: &'a Config,
+#[derive(Serialize, Deserialize)]
+struct Results {
+    config: Config,
     capacity_per_s: f64,
-    cells: &'a [Cell],
+    cells: Vec<Cell>,
 }
 
-/// From the raw records in `folder` to cells.csv, results.json, results.md
-/// and the charts; returns the table.
-pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
+const RESULTS: &str = "results.json";
+
+/// From the raw records in `raw` to `cells.csv` and `results.json` in `out`.
+pub fn reduce(config: &Config, raw: &Folder, out: &Folder) -> anyhow::Result<()> {
     let mut cells = Vec::new();
     for &load in &config.loads {
         for &policy in &config.policies {
             for &transport in &config.transports {
-                cells.push(read_cell(config, folder, transport, policy, load)?);
+                cells.push(read_cell(config, raw, transport, policy, load)?);
             }
         }
     }
-    folder.write_csv(
+    out.write_csv(
         "cells.csv",
         &cells.iter().map(CellCsv::of).collect::<Vec<_>>(),
     )?;
-    folder.write_json(
-        "results.json",
+    out.write_json(
+        RESULTS,
         &Results {
-            config,
+            config: config.clone(),
             capacity_per_s: config.capacity(),
-            cells: &cells,
+            cells,
         },
-    )?;
+    )
+}
+
+/// From `results.json` to results.md, transports.md and the charts; returns
+/// the table.
+pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
+    let Results { cells, .. } = folder.read_json(RESULTS)?;
     let settings = format!(
         "| capacity | deadline | per cell | warm-up left out | HTTP/1.1 connections |\n|---|---|---|---|---|\n| {} workers x {} ms = {:.0} calls/s | {} ms | {:.1} s | {:.1} s | {} |\n",
         config.workers,

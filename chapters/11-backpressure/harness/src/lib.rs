@@ -1,12 +1,15 @@
 //! What every experiment of chapters 11-14 needs besides the thing it
 //! measures, written once (chapter 11) so that each later chapter keeps only
-//! its measurement. An experiment reads as `config -> run -> records -> render`:
+//! its measurement. An experiment reads as
+//! `config -> run -> raw records -> reduce -> tables -> render`:
 //!
 //! - [`experiment`]: the template. `Args` (the command line) become a checked
 //!   `Config` (`--quick` only changes defaults); the config is stored with the
-//!   run; `run` measures and writes typed records; `render` turns the records
-//!   on disk into tables and plots. `--render DIR` re-creates the report of a
-//!   finished run without running anything, byte for byte.
+//!   run; `run` measures and writes typed raw records; `reduce` turns them
+//!   into small tables; `render` turns the tables on disk into the report and
+//!   plots; the raw records are then kept compressed. `--render DIR`
+//!   re-creates the report of a finished run without running anything, byte
+//!   for byte, and `--from-raw` reduces its raw records again first.
 //! - [`folder`]: the results folder and its `meta.json` (program, arguments,
 //!   build, machine, load average at the start, and whether the run is
 //!   running, finished, interrupted or failed). A mistyped `--out` is

@@ -71,11 +71,31 @@ fn field_names<T: DeserializeOwned>() -> Vec<&'static str> {
     names.0.unwrap_or_default().to_vec()
 }
 
-/// Reads a CSV file that [`write_csv`] wrote; a bad row names its line.
+/// Where a record is kept compressed (zstd) once its run was reduced:
+/// `NAME.zst` beside `NAME`.
+pub fn compressed(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".zst");
+    PathBuf::from(name)
+}
+
+/// `path`'s bytes, or those of [`compressed`]`(path)` decompressed when only that is
+/// there: every reader of records reads a packed run's raw records as if
+/// they had never been compressed.
+pub fn read_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let packed = compressed(path);
+    if !path.exists() && packed.exists() {
+        let file = File::open(&packed).map_err(|e| cannot("read", &packed, e.into()))?;
+        return zstd::decode_all(file).map_err(|e| cannot("decompress", &packed, e.into()));
+    }
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Reads a CSV file that [`write_csv`] wrote (or its compressed copy); a bad
+/// row names its line.
 pub fn read_csv<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
-    let mut reader =
-        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
-    reader
+    let bytes = read_bytes(path)?;
+    csv::Reader::from_reader(bytes.as_slice())
         .deserialize()
         .enumerate()
         .map(|(i, row)| row.with_context(|| format!("{}: row {}", path.display(), i + 1)))
@@ -188,8 +208,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
 }
 
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
-    let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_slice(&text)
+    serde_json::from_slice(&read_bytes(path)?)
         .with_context(|| format!("{} is not what it should be", path.display()))
 }
 

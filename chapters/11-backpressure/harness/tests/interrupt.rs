@@ -46,7 +46,9 @@ async fn ctrl_c_stops_a_run_and_its_folder_says_so() {
                 std::future::pending::<()>().await;
                 Ok(())
             },
+            reduce: experiment::nothing_to_reduce,
             render,
+            raw: &[],
         };
         experiment::main(&Flags::default(), || Ok(config), Start::Fresh, steps).await
     });
@@ -76,7 +78,9 @@ async fn ctrl_c_stops_a_run_and_its_folder_says_so() {
     };
     let steps = Steps {
         run: async |_: &Config, _: &Folder| Ok(()),
+        reduce: experiment::nothing_to_reduce,
         render,
+        raw: &[],
     };
     let error = experiment::main(
         &flags,

@@ -31,7 +31,9 @@ async fn a_finished_run_renders_again_and_a_failed_one_keeps_its_error() {
     let out = dir.path().join("run");
     let steps = Steps {
         run: async |_: &Config, _: &Folder| Err(anyhow::anyhow!("the server never answered")),
+        reduce: experiment::nothing_to_reduce,
         render,
+        raw: &[],
     };
     let config = Config { out: out.clone() };
     let error = experiment::main(&Flags::default(), || Ok(config), Start::Fresh, steps)
@@ -44,7 +46,9 @@ async fn a_finished_run_renders_again_and_a_failed_one_keeps_its_error() {
 
     let steps = Steps {
         run: async |_: &Config, _: &Folder| Ok(()),
+        reduce: experiment::nothing_to_reduce,
         render,
+        raw: &[],
     };
     let config = Config { out: out.clone() };
     experiment::main(&Flags::default(), || Ok(config), Start::Fresh, steps)
@@ -58,7 +62,9 @@ async fn a_finished_run_renders_again_and_a_failed_one_keeps_its_error() {
     };
     let steps = Steps {
         run: async |_: &Config, _: &Folder| Ok(()),
+        reduce: experiment::nothing_to_reduce,
         render,
+        raw: &[],
     };
     experiment::main(
         &flags,

@@ -21,7 +21,12 @@ fn main() -> ExitCode {
             .and_then(|runtime| {
                 let steps = Steps {
                     run: per_call::run::run,
+                    // The run counts every call into its step as it goes
+                    // (steps.csv) and keeps every Nth call's record
+                    // (samples.csv), which the report does not read.
+                    reduce: harness::experiment::nothing_to_reduce,
                     render: per_call::render::render,
+                    raw: &[per_call::records::SAMPLES],
                 };
                 runtime.block_on(harness::experiment::main(
                     &args.flags,

@@ -224,7 +224,13 @@ impl Args {
 
 /// `network run`: the experiment, or with `--render DIR` only its report.
 pub async fn main(args: Args) -> anyhow::Result<()> {
-    let steps = harness::experiment::Steps { run, render };
+    // Each part's records are its tables: under 200 kB for a full run.
+    let steps = harness::experiment::Steps {
+        run,
+        reduce: harness::experiment::nothing_to_reduce,
+        render,
+        raw: &[],
+    };
     harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await
 }
 

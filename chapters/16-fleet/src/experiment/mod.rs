@@ -236,7 +236,14 @@ impl Args {
 
 /// `fleet run`: the experiment, or with `--render DIR` only its report.
 pub async fn main(args: Args) -> anyhow::Result<()> {
-    let steps = harness::experiment::Steps { run, render };
+    // The report is drawn from every call's row (2 MB for a full run),
+    // kept as they are: this experiment has no reduce step yet.
+    let steps = harness::experiment::Steps {
+        run,
+        reduce: harness::experiment::nothing_to_reduce,
+        render,
+        raw: &[],
+    };
     harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await
 }
 

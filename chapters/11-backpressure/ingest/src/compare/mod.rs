@@ -103,7 +103,10 @@ pub async fn compare(args: CompareArgs) -> anyhow::Result<()> {
         run: async |config: &Config, folder: &harness::Folder| {
             run::run(config, folder, live.as_ref()).await
         },
+        // The arms' records are the tables: about 600 kB for a full run.
+        reduce: harness::experiment::nothing_to_reduce,
         render: render::render,
+        raw: &[],
     };
     harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await?;
     harness::live::finish(live).await;
