@@ -33,7 +33,8 @@ use crate::{
     observe, quiz,
 };
 
-/// The sections every chapter has, in this order (DESIGN.md).
+/// The sections every chapter has, in this order (CONTRIBUTING.md, "Adding a
+/// chapter").
 pub const CHAPTER_SECTIONS: [&str; 8] = [
     "Learning objectives",
     "Prerequisites",

@@ -1,5 +1,5 @@
 //! `chNN-machine.txt`: the machine a chapter's observed outputs come from,
-//! since a figure means little without it (DESIGN.md: say where it ran).
+//! since a figure means little without where it ran (and how busy it was).
 
 use std::process::Command;
 
