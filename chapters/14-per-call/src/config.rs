@@ -86,6 +86,12 @@ pub struct Args {
     /// Do not pin the server to CPU 0 and the generator to CPU 1
     #[arg(long)]
     pub no_pin: bool,
+    /// Run each server in a CPU quota of this many CPUs (0.5: 50 ms of every
+    /// 100 ms), as Kubernetes limits a pod: the server then fills its quota
+    /// long before the generator fills its core. Needs root and the cgroup
+    /// cpu controller
+    #[arg(long, value_name = "CPUS")]
+    pub server_cpus: Option<f64>,
     /// --quick: a short version that keeps the shape of the result (one
     /// repeat, shorter and fewer steps, and only ct-inline and mt2-spawn when
     /// more arms are named); --render DIR: an earlier run, rendered again
@@ -131,6 +137,9 @@ pub struct Config {
     pub strace: bool,
     /// Pin the server to CPU 0 and the generator to CPU 1.
     pub pin: bool,
+    /// The server's CPU quota, in CPUs; none: as much as its core gives.
+    #[serde(default)]
+    pub server_cpus: Option<f64>,
     pub quick: bool,
     pub raw_every: u64,
     pub out: PathBuf,
@@ -169,6 +178,11 @@ impl Args {
         if self.deadline.is_zero() {
             bail!("--deadline must be above 0");
         }
+        if let Some(cpus) = self.server_cpus
+            && !(0.05..=64.0).contains(&cpus)
+        {
+            bail!("--server-cpus must be between 0.05 and 64 (got {cpus})");
+        }
         let quick = self.flags.quick;
         let mut c = Config {
             arms: self.arms.clone(),
@@ -188,6 +202,7 @@ impl Args {
             strace_rate: self.strace_rate,
             strace: !self.no_strace,
             pin: !self.no_pin,
+            server_cpus: self.server_cpus,
             quick,
             raw_every: self.raw_every,
             out: self.out.clone(),
@@ -215,6 +230,11 @@ impl Args {
 }
 
 impl Config {
+    /// How much of one CPU the server may use: its quota, or all of its core.
+    pub fn server_share(&self) -> f64 {
+        self.server_cpus.unwrap_or(1.0)
+    }
+
     /// The ramp of `shape`.
     pub fn ramp(&self, shape: Shape) -> Ramp {
         match shape {

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use harness::records::{ms, opt_ms};
+use harness::{
+    pod::Throttling,
+    records::{ms, opt_ms},
+};
 use loadgen::{Outcome, SlotRecord};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +36,10 @@ pub struct RampRecord {
     /// The machine's 1-minute load average when the ramp started: on a
     /// shared machine, how much else was running.
     pub loadavg_1m: f64,
+    /// With `--server-cpus`: how often the kernel held the server back
+    /// for having spent its quota, over the whole ramp.
+    #[serde(default)]
+    pub throttling: Option<Throttling>,
 }
 
 /// One sampled slot of one step: a row of `samples.csv`.

@@ -113,10 +113,10 @@ fn p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult
     );
 }
 
-/// Who filled a core first at a plateau step: the server's CPU and the
-/// generator's, as fractions of one core.
-fn limit((server, client): &(Spread, Spread)) -> String {
-    let who = if server.median >= 0.9 {
+/// Who filled its share first at a plateau step: the server's CPU (against
+/// its quota, or its core) and the generator's, as fractions of one core.
+fn limit((server, client): &(Spread, Spread), server_share: f64) -> String {
+    let who = if server.median >= 0.9 * server_share {
         "server-bound"
     } else if client.median >= 0.9 {
         "generator-bound"
@@ -175,7 +175,7 @@ fn rest_tables(md: &mut String, config: &Config, summaries: &[ArmSummary], ramps
                     r.shape.to_string(),
                     r.plateau.to_string(),
                     r.knee.to_string(),
-                    limit(&r.cpu_at_plateau),
+                    limit(&r.cpu_at_plateau, config.server_share()),
                 ]
             })
         }),
@@ -265,6 +265,21 @@ pub fn markdown(
 ) -> String {
     let mut md = String::new();
     let load = Spread::of(ramps.iter().map(|r| r.ramp.loadavg_1m));
+    let throttled: Vec<_> = ramps.iter().filter_map(|r| r.ramp.throttling).collect();
+    let quota = (!throttled.is_empty()).then(|| {
+        let share = Spread::of(
+            throttled
+                .iter()
+                .map(|t| t.throttled as f64 / t.periods.max(1) as f64 * 100.0),
+        );
+        (
+            "server throttled (share of its periods, per ramp)",
+            format!(
+                "median {:.0}%, {:.0}% to {:.0}%",
+                share.median, share.min, share.max
+            ),
+        )
+    });
     table(
         &mut md,
         &["run", ""],
@@ -307,6 +322,7 @@ pub fn markdown(
             ),
         ]
         .into_iter()
+        .chain(quota)
         .map(|(k, v)| vec![k.to_string(), v]),
     );
     let _ = writeln!(md, "**Capacity**\n");
@@ -367,8 +383,8 @@ pub fn markdown(
                 s.unary_cpu_capacity.to_string(),
                 s.stream_cpu_capacity.to_string(),
                 s.cpu_ratio.to_string(),
-                limit(&s.unary_cpu_at_plateau),
-                limit(&s.stream_cpu_at_plateau),
+                limit(&s.unary_cpu_at_plateau, config.server_share()),
+                limit(&s.stream_cpu_at_plateau, config.server_share()),
             ]
         }),
     );

@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use harness::{
     Folder,
     child::{Child, Spawn},
+    pod::{Pod, Version},
 };
 use loadgen::{Counters, Schedule, SlotRecord, pacing};
 use program::proc::{self, Pid};
@@ -114,7 +115,14 @@ async fn one_ramp(
 ) -> anyhow::Result<(RampRecord, Vec<StepResult>)> {
     let c = ctx.config;
     let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
-    let mut server = start_server(&ctx.exe, arm, ctx.server_cpu, Vec::new()).await?;
+    // A fresh group per ramp, as each ramp has a fresh server: its
+    // throttling counts are this ramp's alone.
+    let pod = c
+        .server_cpus
+        .map(|cpus| Pod::create("ch14", cpus))
+        .transpose()?;
+    let wrapper = pod.as_ref().map(Pod::wrapper).unwrap_or_default();
+    let mut server = start_server(&ctx.exe, arm, ctx.server_cpu, wrapper).await?;
     verify(&server.ready, arm)?;
     let ramp = c.ramp(shape);
     // Every shape goes through the same bounded open-loop driver; only what
@@ -195,6 +203,7 @@ async fn one_ramp(
         repeat,
         server: server.ready.clone(),
         loadavg_1m,
+        throttling: pod.as_ref().map(Pod::throttling).transpose()?,
     };
     server.stop().await?;
     Ok((record, steps))
@@ -202,7 +211,21 @@ async fn one_ramp(
 
 /// Runs the experiment; this program is started again as the server.
 pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
-    let placement = place(config.pin)?;
+    let mut placement = place(config.pin)?;
+    if let Some(cpus) = config.server_cpus {
+        // Made once here so that a machine that cannot limit CPU says so
+        // before the first ramp, not after minutes of running.
+        let pod = Pod::create("ch14", cpus)?;
+        let (quota, period) = pod.quota_us()?;
+        placement.note += &format!(
+            "; the server in a CPU quota of {cpus} CPU ({quota} µs of every {period} µs, \
+             cgroup {}), as Kubernetes limits a pod",
+            match pod.version() {
+                Version::V1 => "v1",
+                Version::V2 => "v2",
+            }
+        );
+    }
     eprintln!("placement: {}", placement.note);
     folder.write_json(PLACEMENT, &placement)?;
     let now: Now = Arc::new(Mutex::new(("starting".into(), Arc::default())));

@@ -92,6 +92,11 @@ fn bad_arguments_get_a_clear_error_and_a_failure_status() {
         (&["--shapes", "soap"], "not a shape"),
         (&["--rest-h1-ramp", "5:1:3"], "TO at least FROM"),
         (&["--rest-h2-ramp", "1000"], "not a ramp"),
+        (
+            &["--server-cpus", "0"],
+            "--server-cpus must be between 0.05 and 64",
+        ),
+        (&["--server-cpus", "half"], "invalid value 'half'"),
     ] {
         // A folder that cannot be made: a bad flag must fail before it is needed.
         let output = std::process::Command::new(exe())
@@ -104,4 +109,37 @@ fn bad_arguments_get_a_clear_error_and_a_failure_status() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// `--server-cpus`: the server process itself runs in the pod's group from
+/// its start, and the pod reads its throttling back. Where this test may not
+/// make cgroups (not root, no cpu controller), the refusal is checked instead.
+#[tokio::test]
+async fn a_server_with_a_cpu_quota_runs_inside_its_pod() {
+    let pod = match harness::pod::Pod::create("ch14-test", 0.5) {
+        Ok(pod) => pod,
+        Err(e) => {
+            assert!(
+                e.to_string().contains("without the CPU limit option"),
+                "{e}"
+            );
+            return;
+        }
+    };
+    let arm: Arm = "ct-inline".parse().unwrap();
+    let mut server = start_server(&exe(), arm, None, pod.wrapper())
+        .await
+        .unwrap();
+    assert!(pod.procs().contains(&server.ready.pid), "{:?}", pod.procs());
+    let client = GreeterClient::new(connect(server.ready.addr).await.unwrap());
+    for i in 0..50 {
+        unary_call(&client, Duration::from_secs(5), slot(i))
+            .await
+            .unwrap();
+    }
+    assert_eq!(snapshot(&mut server).await.unwrap().unary_calls, 50);
+    let throttling = pod.throttling().unwrap();
+    assert!(throttling.throttled <= throttling.periods, "{throttling:?}");
+    assert_eq!(pod.quota_us().unwrap(), (50_000, 100_000));
+    server.stop().await.unwrap();
 }
