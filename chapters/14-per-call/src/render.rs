@@ -113,17 +113,88 @@ fn p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult
     );
 }
 
-/// Who filled its share first at a plateau step: the server's CPU (against
-/// its quota, or its core) and the generator's, as fractions of one core.
-fn limit((server, client): &(Spread, Spread), server_share: f64) -> String {
-    let who = if server.median >= 0.9 * server_share {
+/// Who filled its share first at a plateau step: the server (its CPU at 0.9
+/// of its quota, or of its core), the generator (0.9 of its core), or neither.
+fn bound((server, client): &(Spread, Spread), server_share: f64) -> &'static str {
+    if server.median >= 0.9 * server_share {
         "server-bound"
     } else if client.median >= 0.9 {
         "generator-bound"
     } else {
         "neither at 0.9"
+    }
+}
+
+/// The server's CPU and the generator's at a plateau step, as fractions of
+/// one core, and who filled its share first.
+fn limit(cpu: &(Spread, Spread), server_share: f64) -> String {
+    let who = bound(cpu, server_share);
+    format!("{:.2} / {:.2} ({who})", cpu.0.median, cpu.1.median)
+}
+
+/// One line: how many of the run's plateaus (each arm's unary, stream and
+/// REST ramps) the server set, and who set the others.
+fn plateaus_line(md: &mut String, config: &Config, summaries: &[ArmSummary]) {
+    let all: Vec<&str> = summaries
+        .iter()
+        .flat_map(|s| {
+            [&s.unary_cpu_at_plateau, &s.stream_cpu_at_plateau]
+                .into_iter()
+                .chain(s.rest.iter().map(|r| &r.cpu_at_plateau))
+        })
+        .map(|cpu| bound(cpu, config.server_share()))
+        .collect();
+    let count = |who: &str| all.iter().filter(|b| **b == who).count();
+    let _ = writeln!(
+        md,
+        "**Plateaus set by the server: {} of {}** (generator-bound {}, neither at 0.9 {})\n",
+        count("server-bound"),
+        all.len(),
+        count("generator-bound"),
+        count("neither at 0.9"),
+    );
+}
+
+/// At each offered rate that every arm reached, the arm with the lowest p99
+/// and the runner-up: does the best arm depend on the load?
+fn lowest_p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult]) {
+    let curves = p99_curves(config, shape, ramps);
+    let Some((_, first)) = curves.first() else {
+        return;
     };
-    format!("{:.2} / {:.2} ({who})", server.median, client.median)
+    let _ = writeln!(
+        md,
+        "**{}: the arm with the lowest p99 at each load every arm reached (median over repeats; apart: in every repeat)**\n",
+        if shape == Shape::Unary {
+            "Unary"
+        } else {
+            "Streams"
+        }
+    );
+    let rows = first.iter().filter_map(|&(rate, ..)| {
+        let mut at: Vec<(&str, Spread)> = curves
+            .iter()
+            .map(|(arm, points)| {
+                let p = points.iter().find(|p| p.0 == rate)?;
+                Some((arm.as_str(), p.1))
+            })
+            .collect::<Option<_>>()?;
+        at.sort_by(|a, b| a.1.median.total_cmp(&b.1.median));
+        let (best, next) = (at[0], *at.get(1)?);
+        Some(vec![
+            rate.to_string(),
+            best.0.to_string(),
+            format!("{:.2}", best.1.median),
+            next.0.to_string(),
+            format!("{:.2}", next.1.median),
+            if best.1.max < next.1.min { "yes" } else { "no" }.to_string(),
+        ])
+    });
+    table(
+        md,
+        &["offered/s", "lowest p99", "ms", "next", "ms", "apart"],
+        rows,
+    );
 }
 
 /// The REST shapes beside the gRPC ones, and what the server saw of their
@@ -388,8 +459,12 @@ pub fn markdown(
             ]
         }),
     );
+    plateaus_line(&mut md, config, summaries);
     for shape in [Shape::Unary, Shape::Stream] {
         p99_table(&mut md, config, shape, ramps);
+        if config.arms.len() > 1 {
+            lowest_p99_table(&mut md, config, shape, ramps);
+        }
     }
     let _ = writeln!(
         md,

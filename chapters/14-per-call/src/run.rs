@@ -98,6 +98,17 @@ pub fn verify(info: &ServerInfo, arm: Arm) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With `--server-cpus`, a fresh pod for one server, and the words that
+/// start a program inside it; without, nothing and no words.
+fn pod(config: &Config) -> anyhow::Result<(Option<Pod>, Vec<String>)> {
+    let pod = config
+        .server_cpus
+        .map(|cpus| Pod::create("ch14", cpus))
+        .transpose()?;
+    let wrapper = pod.as_ref().map(Pod::wrapper).unwrap_or_default();
+    Ok((pod, wrapper))
+}
+
 struct Ctx<'a> {
     config: &'a Config,
     exe: PathBuf,
@@ -117,11 +128,7 @@ async fn one_ramp(
     let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
     // A fresh group per ramp, as each ramp has a fresh server: its
     // throttling counts are this ramp's alone.
-    let pod = c
-        .server_cpus
-        .map(|cpus| Pod::create("ch14", cpus))
-        .transpose()?;
-    let wrapper = pod.as_ref().map(Pod::wrapper).unwrap_or_default();
+    let (pod, wrapper) = pod(c)?;
     let mut server = start_server(&ctx.exe, arm, ctx.server_cpu, wrapper).await?;
     verify(&server.ready, arm)?;
     let ramp = c.ramp(shape);
@@ -271,7 +278,8 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     folder.write_csv(SAMPLES, &ctx.samples)?;
     // The cross-check against the first arm, on a fresh server.
     let arm = config.arms[0];
-    let server = start_server(&ctx.exe, arm, ctx.server_cpu, Vec::new()).await?;
+    let (_pod, wrapper) = pod(config)?;
+    let server = start_server(&ctx.exe, arm, ctx.server_cpu, wrapper).await?;
     let calls = (config.unary_ramp.to * config.step.as_secs_f64()).max(1000.0) as u64;
     let check = cross_check(
         server.ready.addr,
