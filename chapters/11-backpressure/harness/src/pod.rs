@@ -100,6 +100,7 @@ impl Pod {
         Ok(pod)
     }
 
+    // ANCHOR: wrapper
     /// The words to put before a program's command line so that it runs in
     /// the pod from its first instruction: `sh` writes its own pid into the
     /// group, then replaces itself with the program (`exec`), keeping the pid.
@@ -111,6 +112,7 @@ impl Pod {
             self.dir.join("cgroup.procs").display().to_string(),
         ]
     }
+    // ANCHOR_END: wrapper
 
     pub fn path(&self) -> &Path {
         &self.dir
