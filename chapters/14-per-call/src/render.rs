@@ -20,7 +20,8 @@ use crate::{
     summary::{ArmSummary, RampResult, SEED_RATIO, p99_curves, summarize},
 };
 
-/// `results.json`: the settings, and everything the tables are made of.
+/// `results.json`: the settings and the per-arm summaries the tables are
+/// made of (each step's figures are in `steps.csv` already).
 #[derive(Debug, Serialize)]
 pub struct Results<'a> {
     pub config: &'a Config,
@@ -28,7 +29,6 @@ pub struct Results<'a> {
     pub arms: &'a [ArmSummary],
     pub h2load: &'a CrossCheck,
     pub syscalls: &'a Syscalls,
-    pub ramps: &'a [RampResult],
 }
 
 pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
@@ -52,7 +52,6 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
             arms: &summaries,
             h2load: &check,
             syscalls: &syscalls,
-            ramps: &ramps,
         },
     )?;
     let md = markdown(
