@@ -183,6 +183,16 @@ pub struct StepResult {
     /// Failed slots by kind, `kind=count` separated by `; `.
     #[serde(default)]
     pub errors: String,
+    /// How late the generator started sends, 99th percentile: its error
+    /// beside the p99 it measures (empty in runs made before it was kept).
+    #[serde(default)]
+    pub late_p99_ms: Option<f64>,
+    /// With `--server-cpus`: the quota's periods during the step, and how
+    /// many of them ended with the server stopped for having spent it.
+    #[serde(default)]
+    pub periods: Option<u64>,
+    #[serde(default)]
+    pub throttled_periods: Option<u64>,
 }
 
 /// Failed slots counted by their code: `DEADLINE_EXCEEDED=12; connect: ConnectionRefused=3`.
@@ -234,6 +244,9 @@ impl StepResult {
             p99_ms: s.latency.p99_ms,
             max_ms: s.latency.max_ms,
             late_p50_ms: s.lateness.p50_ms,
+            late_p99_ms: Some(s.lateness.p99_ms),
+            periods: None,
+            throttled_periods: None,
             server_cpu: 0.0,
             client_cpu: 0.0,
             cpu_us_per_unit: 0.0,

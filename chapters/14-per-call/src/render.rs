@@ -131,6 +131,69 @@ fn limit(cpu: &(Spread, Spread), server_share: f64) -> String {
     format!("{:.2} / {:.2} ({who})", cpu.0.median, cpu.1.median)
 }
 
+/// The generator's own lateness (p99 of how late it started sends) at each
+/// offered rate, to set beside the p99 it measured; with a quota, the share
+/// of the server's periods that ended throttled. Runs made before either
+/// was kept have no such table.
+fn lateness_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult]) {
+    let steps: Vec<&StepResult> = ramps
+        .iter()
+        .filter(|r| r.ramp.shape == shape)
+        .flat_map(|r| &r.steps)
+        .collect();
+    if steps.iter().all(|s| s.late_p99_ms.is_none()) {
+        return;
+    }
+    let quota = config.server_cpus.is_some();
+    let _ = writeln!(
+        md,
+        "**{}: the generator's lateness p99 (ms, median over repeats){}, against offered load**\n",
+        if shape == Shape::Unary {
+            "Unary"
+        } else {
+            "Streams"
+        },
+        if quota {
+            " / the server's periods throttled (%)"
+        } else {
+            ""
+        }
+    );
+    let mut rates: Vec<f64> = steps.iter().map(|s| s.offered).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let arms: Vec<String> = config.arms.iter().map(|a| a.to_string()).collect();
+    let header: Vec<&str> = std::iter::once("offered/s")
+        .chain(arms.iter().map(String::as_str))
+        .collect();
+    let rows = rates.iter().map(|&rate| {
+        let mut row = vec![rate.to_string()];
+        row.extend(arms.iter().map(|arm| {
+            let at: Vec<&&StepResult> = steps
+                .iter()
+                .filter(|s| &s.arm == arm && s.offered == rate)
+                .collect();
+            if at.is_empty() {
+                return "–".to_string();
+            }
+            let late = Spread::of(at.iter().filter_map(|s| s.late_p99_ms));
+            let periods: u64 = at.iter().filter_map(|s| s.periods).sum();
+            let throttled: u64 = at.iter().filter_map(|s| s.throttled_periods).sum();
+            if quota {
+                format!(
+                    "{:.2} / {:.0}",
+                    late.median,
+                    100.0 * throttled as f64 / periods.max(1) as f64
+                )
+            } else {
+                format!("{:.2}", late.median)
+            }
+        }));
+        row
+    });
+    table(md, &header, rows);
+}
+
 /// One line: how many of the run's plateaus (each arm's unary, stream and
 /// REST ramps) the server set, and who set the others.
 fn plateaus_line(md: &mut String, config: &Config, summaries: &[ArmSummary]) {
@@ -464,6 +527,7 @@ pub fn markdown(
         if config.arms.len() > 1 {
             lowest_p99_table(&mut md, config, shape, ramps);
         }
+        lateness_table(&mut md, config, shape, ramps);
     }
     let _ = writeln!(
         md,

@@ -168,6 +168,7 @@ async fn one_ramp(
         );
         let slots = Schedule::constant(rate, c.step).slots();
         let before = snapshot(&mut server).await?;
+        let throttled_before = pod.as_ref().map(Pod::throttling).transpose()?;
         let overflows_before = listen_overflows();
         let client_before = sends_cpu_ns();
         let started = std::time::Instant::now();
@@ -175,6 +176,10 @@ async fn one_ramp(
         let wall = started.elapsed();
         *ctx.now.lock().expect("not poisoned") = Default::default();
         let delta = snapshot(&mut server).await?.since(&before);
+        let throttled = match (&pod, throttled_before) {
+            (Some(pod), Some(before)) => Some(pod.throttling()?.since(&before)),
+            _ => None,
+        };
         let overflows = listen_overflows().saturating_sub(overflows_before);
         let client_cpu = (sends_cpu_ns() - client_before) as f64 / wall.as_nanos() as f64;
         let units = match shape {
@@ -193,6 +198,8 @@ async fn one_ramp(
             connections_open: delta.open_connections,
             connections_failed: delta.failed_connections,
             listen_overflows: overflows,
+            periods: throttled.map(|t| t.periods),
+            throttled_periods: throttled.map(|t| t.throttled),
             ..StepResult::from_records(&records, rate, c.step)
         }
         .with_per_unit(PerUnit::of(&delta, units));

@@ -50,6 +50,17 @@ pub struct Throttling {
     pub throttled_us: u64,
 }
 
+impl Throttling {
+    /// What happened between `earlier` and this reading of the same pod.
+    pub fn since(&self, earlier: &Throttling) -> Throttling {
+        Throttling {
+            periods: self.periods.saturating_sub(earlier.periods),
+            throttled: self.throttled.saturating_sub(earlier.throttled),
+            throttled_us: self.throttled_us.saturating_sub(earlier.throttled_us),
+        }
+    }
+}
+
 /// A cgroup with a CPU quota; dropping it kills what runs inside and removes it.
 #[derive(Debug)]
 pub struct Pod {
