@@ -167,13 +167,12 @@ pub fn trace_rows(traces: &[Trace]) -> (Vec<TimelinePoint>, Vec<SendPoint>) {
 
 /// The traces back from the two tables, in the order they were written.
 pub fn traces_of(timelines: &[TimelinePoint], sends: &[SendPoint]) -> Vec<Trace> {
-    let mut traces: Vec<Trace> = Vec::new();
-    let mut of = |block: usize, policy: PolicyKind| -> usize {
+    fn of(traces: &mut Vec<Trace>, block: usize, policy: PolicyKind) -> &mut Trace {
         match traces
             .iter()
             .position(|t| (t.block, t.policy) == (block, policy))
         {
-            Some(i) => i,
+            Some(i) => &mut traces[i],
             None => {
                 traces.push(Trace {
                     block,
@@ -181,20 +180,47 @@ pub fn traces_of(timelines: &[TimelinePoint], sends: &[SendPoint]) -> Vec<Trace>
                     timeline: Vec::new(),
                     sends: Vec::new(),
                 });
-                traces.len() - 1
+                traces.last_mut().expect("just pushed")
             }
         }
-    };
-    let mut at = Vec::new();
+    }
+    let mut traces = Vec::new();
     for p in timelines {
-        at.push((of(p.block, p.policy), Some((p.s, p.budget, p.queued)), None));
+        of(&mut traces, p.block, p.policy)
+            .timeline
+            .push((p.s, p.budget, p.queued));
     }
     for p in sends {
-        at.push((of(p.block, p.policy), None, Some((p.due_s, p.send_ms))));
-    }
-    for (i, point, send) in at {
-        traces[i].timeline.extend(point);
-        traces[i].sends.extend(send);
+        of(&mut traces, p.block, p.policy)
+            .sends
+            .push((p.due_s, p.send_ms));
     }
     traces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `reduce` writes of the traces, `render` reads back as they were.
+    #[test]
+    fn traces_survive_their_tables() {
+        let traces = vec![
+            Trace {
+                block: 1,
+                policy: PolicyKind::Fixed8,
+                timeline: vec![(0.0, 8.0, 1.0), (0.1, 8.0, 3.0)],
+                sends: vec![(0.0, 0.2), (0.05, 41.5)],
+            },
+            Trace {
+                block: 1,
+                policy: PolicyKind::Fixed32,
+                timeline: vec![(0.0, 32.0, 0.0)],
+                sends: vec![],
+            },
+        ];
+        let (timelines, sends) = trace_rows(&traces);
+        assert_eq!((timelines.len(), sends.len()), (3, 2));
+        assert_eq!(traces_of(&timelines, &sends), traces);
+    }
 }
