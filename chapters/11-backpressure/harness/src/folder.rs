@@ -315,9 +315,13 @@ impl Folder {
             bytes: 0,
             compressed: 0,
         };
+        if raw.is_empty() {
+            return Ok(packed);
+        }
         for name in self.files()? {
             let inside = name.to_string_lossy();
-            if !raw.iter().any(|prefix| inside.starts_with(prefix)) {
+            let packed_already = inside.ends_with(".zst");
+            if packed_already || !raw.iter().any(|prefix| inside.starts_with(prefix)) {
                 continue;
             }
             let (from, into) = (self.join(&name), records::compressed(&to.join(&name)));
