@@ -83,9 +83,12 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
     );
     // The runs' servers served the gate's gauges on --metrics-addr.
     assert!(scraper.join().unwrap() > 0, "no scrape found ingest_budget");
+    // Every run's raw records are kept, compressed once the run was reduced.
+    let packed = |path: std::path::PathBuf| harness::records::compressed(&path).is_file();
     for entry in std::fs::read_dir(out.join("runs")).unwrap() {
         let run = entry.unwrap().path();
-        assert!(run.join("timeline.csv").is_file() && run.join("sends-0.csv").is_file());
+        assert!(packed(run.join("timeline.csv")) && packed(run.join("sends-0.csv")));
+        assert!(!run.join("timeline.csv").exists(), "packed, not copied");
     }
     assert!(
         stdout.contains(&format!("results in {}", out.display())),
@@ -96,6 +99,8 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
         "ledger.csv",
         "runs.csv",
         "analysis.json",
+        "timelines.csv",
+        "sends.csv",
         "report.md",
         "p95.svg",
         "budget.svg",
@@ -146,11 +151,12 @@ fn a_scaled_down_quick_run_writes_every_file_and_counts_every_attempt() {
             "client.json",
             "sends-0.csv",
         ] {
-            assert!(run.join(file).is_file(), "{policy}: {file} missing");
+            assert!(packed(run.join(file)), "{policy}: {file} missing");
         }
     }
     // Fixed budgets never change; the analysis covers every policy.
-    let budget = std::fs::read_to_string(out.join("runs/b1-fixed-8/budget.csv")).unwrap();
+    let budget = harness::records::read_bytes(&out.join("runs/b1-fixed-8/budget.csv")).unwrap();
+    let budget = String::from_utf8(budget).unwrap();
     assert_eq!(budget.lines().count(), 1, "{budget}");
     let analysis: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("analysis.json")).unwrap()).unwrap();
