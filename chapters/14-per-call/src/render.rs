@@ -62,6 +62,16 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     Ok(md)
 }
 
+/// How a table's caption names a shape.
+fn caption(shape: Shape) -> &'static str {
+    match shape {
+        Shape::Unary => "Unary",
+        Shape::Stream => "Streams",
+        Shape::RestH1 => "REST over HTTP/1.1",
+        Shape::RestH2 => "REST over HTTP/2",
+    }
+}
+
 /// A Markdown table.
 fn table(md: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
     let _ = writeln!(md, "| {} |", header.join(" | "));
@@ -77,13 +87,8 @@ fn table(md: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<St
 fn p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampResult]) {
     let _ = writeln!(
         md,
-        "**{} p99 (ms) / goodput (per s) / deferred+shed (%) against offered load**\n",
-        match shape {
-            Shape::Unary => "Unary:",
-            Shape::Stream => "Streams:",
-            Shape::RestH1 => "REST over HTTP/1.1:",
-            Shape::RestH2 => "REST over HTTP/2:",
-        }
+        "**{}: p99 (ms) / goodput (per s) / deferred+shed (%) against offered load**\n",
+        caption(shape)
     );
     let curves = p99_curves(config, shape, ramps);
     let mut rates: Vec<f64> = curves
@@ -148,11 +153,7 @@ fn lateness_table(md: &mut String, config: &Config, shape: Shape, ramps: &[RampR
     let _ = writeln!(
         md,
         "**{}: the generator's lateness p99 (ms, median over repeats){}, against offered load**\n",
-        if shape == Shape::Unary {
-            "Unary"
-        } else {
-            "Streams"
-        },
+        caption(shape),
         if quota {
             " / the server's periods throttled (%)"
         } else {
@@ -227,11 +228,7 @@ fn lowest_p99_table(md: &mut String, config: &Config, shape: Shape, ramps: &[Ram
     let _ = writeln!(
         md,
         "**{}: the arm with the lowest p99 at each load every arm reached (median over repeats; apart: in every repeat)**\n",
-        if shape == Shape::Unary {
-            "Unary"
-        } else {
-            "Streams"
-        }
+        caption(shape)
     );
     let rows = first.iter().filter_map(|&(rate, ..)| {
         let mut at: Vec<(&str, Spread)> = curves
