@@ -44,6 +44,11 @@ const PROGRAMS: &[(&str, &str, ParseFn)] = &[
     ("admission", "admission", parse::<admission::Args>),
     ("network", "network", parse::<network::cli::Cli>),
     ("fleet", "fleet", parse::<fleet::cli::Cli>),
+    (
+        "cpu-limits",
+        "cpu_limits",
+        parse::<cpu_limits::config::Args>,
+    ),
     ("xtask", "xtask", parse::<crate::Cli>),
 ];
 

@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use harness::report::table;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -172,21 +173,6 @@ pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
         ));
     }
     lines
-}
-
-/// A Markdown table: a header row, then one row per entry.
-fn table(o: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
-    let _ = writeln!(o, "| {} |", header.join(" | "));
-    let align: Vec<&str> = header
-        .iter()
-        .enumerate()
-        .map(|(i, _)| if i == 0 { "---" } else { "---:" })
-        .collect();
-    let _ = writeln!(o, "|{}|", align.join("|"));
-    for row in rows {
-        let _ = writeln!(o, "| {} |", row.join(" | "));
-    }
-    o.push('\n');
 }
 
 /// One cohort's queue residence per policy, ours beside the seed's: `pick`

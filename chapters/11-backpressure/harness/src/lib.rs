@@ -32,6 +32,7 @@ pub mod live;
 pub mod plot;
 pub mod pod;
 pub mod records;
+pub mod report;
 
 pub use experiment::{Experiment, Start};
 pub use folder::{Folder, RunMeta, State};

@@ -152,6 +152,26 @@ impl Pod {
         }
     }
 
+    /// Lets the pod save up to `cpus` CPUs' worth of quota it left unused
+    /// and spend it in a later period on top of that period's quota: CFS
+    /// burst (Linux 5.14 and later; `cpu.cfs_burst_us` on v1, `cpu.max.burst`
+    /// on v2). The kernel takes at most one period's quota. Kubernetes does
+    /// not set it.
+    pub fn set_burst(&self, cpus: f64) -> anyhow::Result<()> {
+        let file = match self.version {
+            Version::V1 => "cpu.cfs_burst_us",
+            Version::V2 => "cpu.max.burst",
+        };
+        if !self.dir.join(file).exists() {
+            bail!(
+                "this kernel has no CPU burst ({}/{file} is missing; Linux 5.14 and later \
+                 have it): leave out the arms that ask for it",
+                self.dir.display()
+            );
+        }
+        self.write(file, &quota_us(cpus)?.to_string())
+    }
+
     /// The processes in the pod now.
     pub fn procs(&self) -> Vec<u32> {
         procs(&self.dir)

@@ -130,3 +130,25 @@ fn the_group_of_a_process_killed_outright_goes_at_the_next_create() {
     let _next = pod("next", 0.5).unwrap();
     assert!(!stale.exists(), "{} is still there", stale.display());
 }
+
+#[test]
+fn a_burst_is_set_where_the_kernel_has_it_and_refused_by_name_where_not() {
+    let Some(pod) = pod("burst", 1.0) else { return };
+    let file = match pod.version() {
+        harness::pod::Version::V1 => "cpu.cfs_burst_us",
+        harness::pod::Version::V2 => "cpu.max.burst",
+    };
+    match pod.set_burst(1.0) {
+        Ok(()) => {
+            let set = std::fs::read_to_string(pod.path().join(file)).unwrap();
+            assert_eq!(set.trim(), "100000");
+            // More than one period's quota is the kernel's to refuse.
+            assert!(pod.set_burst(2.0).is_err());
+        }
+        Err(e) => {
+            let e = e.to_string();
+            assert!(!pod.path().join(file).exists(), "{e}");
+            assert!(e.contains(file) && e.contains("5.14"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! `cargo run --release -p cpu-limits --bin cpu_limits`: the chapter 17
+//! experiment, and the servers it starts in their pods.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use cpu_limits::config::Args;
+use harness::{Start, experiment::Steps};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = if args.serve_child {
+        cpu_limits::server::serve_process()
+    } else {
+        // The generator is pinned to one core: a current-thread runtime
+        // suits it (the loadgen's timing thread is its only other thread).
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| {
+                let steps = Steps {
+                    run: cpu_limits::run::run,
+                    // The run's rows are its tables: one per arm, load and
+                    // block, and half a second of calls per arm.
+                    reduce: harness::experiment::nothing_to_reduce,
+                    render: cpu_limits::render::render,
+                    raw: &[],
+                };
+                runtime.block_on(harness::experiment::main(
+                    &args.flags,
+                    || args.config(),
+                    Start::Fresh,
+                    steps,
+                ))
+            })
+    };
+    program::exit_code(result)
+}
