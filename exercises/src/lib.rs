@@ -71,6 +71,12 @@ pub mod ch15;
 #[path = "../solutions/ch15.rs"]
 pub mod ch15;
 
+#[cfg(not(feature = "solutions"))]
+pub mod ch17;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch17.rs"]
+pub mod ch17;
+
 /// What an exercise uses but does not ask the reader to change, written once
 /// for its starter and its solution.
 pub mod given {

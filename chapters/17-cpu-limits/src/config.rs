@@ -130,11 +130,16 @@ pub struct Args {
     /// 0.5,0.8,0.95; quick: 0.9]
     #[arg(long, value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
+    /// Calls that arrive together, per arrival (comma-separated): 1 is
+    /// independent callers, 20 a page that fans out into 20 calls at once
+    /// [default: 1,20; quick: 20]
+    #[arg(long, value_delimiter = ',')]
+    pub together: Option<Vec<usize>>,
     /// Arms, comma-separated [default: ct,auto,mtC,mtC+burst]
     #[arg(long, value_delimiter = ',')]
     pub arms: Option<Vec<Arm>>,
     /// How long each arm is measured at each load, after a second of warm-up
-    /// [default: 10s; quick: 3s]
+    /// [default: 8s; quick: 3s]
     #[arg(long, value_parser = program::duration::parse)]
     pub cell: Option<Duration>,
     /// Repeats: every arm at every load once per block, the arms' order
@@ -155,6 +160,8 @@ pub struct Config {
     pub cpus: f64,
     pub work_us: u64,
     pub loads: Vec<f64>,
+    /// Calls per arrival: each shape of arrivals is measured at every load.
+    pub together: Vec<usize>,
     pub arms: Vec<Arm>,
     #[serde(rename = "cell_ms", with = "ms")]
     pub cell: Duration,
@@ -216,13 +223,20 @@ impl Args {
                 self.work
             );
         }
+        let together = self.together.clone().unwrap_or_else(|| match quick {
+            true => vec![20],
+            false => vec![1, 20],
+        });
+        if let Some(bad) = together.iter().find(|n| !(1..=1000).contains(*n)) {
+            bail!("--together {bad} is refused: from 1 to 1000 calls per arrival");
+        }
         let blocks = self.blocks.unwrap_or(if quick { 1 } else { 3 });
         if blocks == 0 {
             bail!("--blocks 0 is refused: a run needs at least one block");
         }
         let cell = self
             .cell
-            .unwrap_or(Duration::from_secs(if quick { 3 } else { 10 }));
+            .unwrap_or(Duration::from_secs(if quick { 3 } else { 8 }));
         if cell < Duration::from_secs(1) {
             bail!("--cell {cell:?} is refused: at least 1s, ten periods");
         }
@@ -230,6 +244,7 @@ impl Args {
             cpus: self.cpus,
             work_us: self.work.as_micros() as u64,
             loads,
+            together,
             arms,
             cell,
             warmup: Duration::from_secs(1),
@@ -275,6 +290,7 @@ mod tests {
         assert!(refusal(&["--cpus", "0"]).contains("--cpus 0"));
         assert!(refusal(&["--work", "0.005ms"]).contains("--work"));
         assert!(refusal(&["--blocks", "0"]).contains("--blocks 0"));
+        assert!(refusal(&["--together", "1,0"]).contains("--together 0"));
         assert!(refusal(&["--cell", "500ms"]).contains("--cell"));
     }
 
@@ -294,6 +310,7 @@ mod tests {
             ]
         );
         assert_eq!(config.loads, [0.9]);
+        assert_eq!(config.together, [20]);
         assert_eq!(config.blocks, 1);
     }
 

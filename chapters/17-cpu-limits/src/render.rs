@@ -19,6 +19,7 @@ use crate::{
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
     pub arm: Arm,
+    pub together: usize,
     pub load: f64,
     pub workers: usize,
     pub p50_ms: f64,
@@ -34,13 +35,20 @@ pub struct Summary {
     pub failed: u64,
 }
 
-pub fn summarize(config: &Config, cells: &[CellRow], arm: Arm, load: f64) -> Option<Summary> {
-    let rows: Vec<&CellRow> = of(cells, arm, load).collect();
+pub fn summarize(
+    config: &Config,
+    cells: &[CellRow],
+    arm: Arm,
+    together: usize,
+    load: f64,
+) -> Option<Summary> {
+    let rows: Vec<&CellRow> = of(cells, arm, together, load).collect();
     let values = |f: fn(&CellRow) -> f64| rows.iter().map(|r| f(r)).collect::<Vec<f64>>();
     let p99s = values(|r| r.p99_ms);
     let periods: u64 = rows.iter().map(|r| r.periods).sum();
     Some(Summary {
         arm,
+        together,
         load,
         workers: rows.first()?.workers,
         p50_ms: median(&values(|r| r.p50_ms))?,
@@ -58,11 +66,26 @@ pub fn summarize(config: &Config, cells: &[CellRow], arm: Arm, load: f64) -> Opt
     })
 }
 
+/// The shape of arrivals, as a table's title.
+fn shape(together: usize) -> String {
+    match together {
+        1 => "Independent calls (Poisson arrivals)".into(),
+        n => format!("Calls arriving {n} at a time (Poisson arrivals of {n}-call groups)"),
+    }
+}
+
+/// The same, as a chart label.
+fn short(together: usize) -> String {
+    match together {
+        1 => "one at a time".into(),
+        n => format!("{n} at a time"),
+    }
+}
+
 fn limit(cpus: Option<f64>) -> String {
     cpus.map_or("none".into(), |c| format!("{c} CPU"))
 }
 
-// ANCHOR: render
 /// Writes `results.md`, `p99.svg` and `window.svg`; returns the Markdown.
 pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let sees: Vec<SeesRow> = folder.read_csv(SEES)?;
@@ -70,7 +93,7 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let cells: Vec<CellRow> = folder.read_csv(CELLS)?;
     let dots: Vec<WindowRow> = folder.read_csv(WINDOW)?;
     let mut md = String::new();
-    let _ = writeln!(md, "# Chapter 17: a server in a CPU quota\n");
+    let _ = writeln!(md, "**Chapter 17: a server in a CPU quota**\n");
     let _ = writeln!(
         md,
         "**What the runtime sees inside a pod** (this machine: {} CPUs)\n",
@@ -103,28 +126,33 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         calibration.full_rate,
         config.cpus
     );
-    let summaries: Vec<Vec<Summary>> = config
-        .loads
-        .iter()
-        .map(|&load| {
-            config
-                .arms
-                .iter()
-                .filter_map(|&arm| summarize(config, &cells, arm, load))
-                .collect()
-        })
-        .collect();
-    for (load, rows) in config.loads.iter().zip(&summaries) {
-        let _ = writeln!(
-            md,
-            "**Load {load}** ({:.0} calls/s; medians of {} blocks, p99's range over them)\n",
-            load * calibration.full_rate,
-            config.blocks
-        );
+    // One table per shape of arrivals: every load, every arm.
+    let mut summaries = Vec::new();
+    let cells = &cells;
+    for &together in &config.together {
+        let rows: Vec<Summary> = config
+            .loads
+            .iter()
+            .flat_map(|&load| {
+                config
+                    .arms
+                    .iter()
+                    .filter_map(move |&arm| summarize(config, cells, arm, together, load))
+            })
+            .collect();
+        let blocks = match config.blocks {
+            1 => format!("one block of {} s", config.cell.as_secs_f64()),
+            n => format!(
+                "medians of {n} blocks of {} s; p99's range over the blocks",
+                config.cell.as_secs_f64()
+            ),
+        };
+        let _ = writeln!(md, "**{}** ({blocks})\n", shape(together));
         table(
             &mut md,
             &[
-                "arm",
+                "load, arm",
+                "calls/s",
                 "workers",
                 "p50 ms",
                 "p99 ms",
@@ -138,7 +166,8 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
             ],
             rows.iter().map(|s| {
                 vec![
-                    s.arm.to_string(),
+                    format!("{} {}", s.load, s.arm),
+                    format!("{:.0}", s.load * calibration.full_rate),
                     s.workers.to_string(),
                     format!("{:.2}", s.p50_ms),
                     format!("{:.2}", s.p99_ms),
@@ -152,42 +181,48 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
                 ]
             }),
         );
+        summaries.extend(rows);
     }
-    let curve = |arm: Arm, f: fn(&Summary) -> f64| {
+    let curve = |arm: Arm, together: usize, f: fn(&Summary) -> f64| {
         let points = summaries
             .iter()
-            .flatten()
-            .filter(|s| s.arm == arm)
+            .filter(|s| s.arm == arm && s.together == together)
             .map(|s| (s.load, f(s)));
         Series::line(arm.to_string(), points.collect())
     };
+    let mut charts = Vec::new();
+    for &together in &config.together {
+        charts.push(Panel {
+            y_label: format!("p99 (ms), {}", short(together)),
+            series: config
+                .arms
+                .iter()
+                .map(|&a| curve(a, together, |s| s.p99_ms))
+                .collect(),
+        });
+        charts.push(Panel {
+            y_label: format!("throttled periods (%), {}", short(together)),
+            series: config
+                .arms
+                .iter()
+                .map(|&a| curve(a, together, |s| 100.0 * s.throttled_share))
+                .collect(),
+        });
+    }
     panels(
         &folder.join("p99.svg"),
         &format!("A {}-CPU pod: p99 and throttling against load", config.cpus),
         "offered load (fraction of the quota)",
-        &[
-            Panel {
-                y_label: "p99 latency (ms)".into(),
-                series: config
-                    .arms
-                    .iter()
-                    .map(|&a| curve(a, |s| s.p99_ms))
-                    .collect(),
-            },
-            Panel {
-                y_label: "throttled periods (%)".into(),
-                series: config
-                    .arms
-                    .iter()
-                    .map(|&a| curve(a, |s| 100.0 * s.throttled_share))
-                    .collect(),
-            },
-        ],
+        &charts,
     )?;
     let top = config.loads.iter().copied().fold(f64::MIN, f64::max);
+    let most = config.together.iter().copied().max().unwrap_or(1);
     panels(
         &folder.join("window.svg"),
-        &format!("Every call of half a second at load {top}: latency against arrival"),
+        &format!(
+            "Half a second at load {top}, {}: each call's latency at its arrival",
+            short(most)
+        ),
         "arrival (ms from the window's start; a CFS period is 100 ms)",
         &config
             .arms
@@ -207,4 +242,3 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     folder.write_text("results.md", &md)?;
     Ok(md)
 }
-// ANCHOR_END: render

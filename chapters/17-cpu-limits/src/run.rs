@@ -67,6 +67,8 @@ pub struct Calibration {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellRow {
     pub block: usize,
+    /// Calls per arrival.
+    pub together: usize,
     pub load: f64,
     /// Calls a second, on average (arrivals are random: Poisson).
     pub rate: f64,
@@ -148,22 +150,26 @@ impl Ctx<'_> {
 }
 
 /// Arrival times of a Poisson process: independent callers, as a real
-/// service sees them; the same seed gives every arm the same calls.
-pub fn poisson(rate: f64, length: Duration, seed: u64) -> Vec<Slot> {
+/// service sees them, `together` calls at each arrival (a page that fans
+/// out into that many calls at once), `rate` calls a second on average.
+/// The same seed gives every arm the same calls.
+pub fn arrivals(rate: f64, together: usize, length: Duration, seed: u64) -> Vec<Slot> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut slots = Vec::new();
-    let mut due = 0.0;
+    let mut at = 0.0;
     loop {
         // 1 - U is in (0, 1]: its logarithm is finite.
-        due += -(1.0 - rng.random::<f64>()).ln() / rate;
-        if due >= length.as_secs_f64() {
+        at += -(1.0 - rng.random::<f64>()).ln() * together as f64 / rate;
+        if at >= length.as_secs_f64() {
             return slots;
         }
-        slots.push(Slot {
-            index: slots.len() as u64,
-            step: 0,
-            due: Duration::from_secs_f64(due),
-        });
+        for _ in 0..together {
+            slots.push(Slot {
+                index: slots.len() as u64,
+                step: 0,
+                due: Duration::from_secs_f64(at),
+            });
+        }
     }
 }
 
@@ -247,14 +253,14 @@ async fn calibrate(ctx: &Ctx<'_>) -> anyhow::Result<Calibration> {
     let rate = c.cpus * 1e6 / c.work_us as f64 / 3.0;
     drive(
         &client,
-        &poisson(rate, c.warmup, c.seed),
+        &arrivals(rate, 1, c.warmup, c.seed),
         "calibration warm-up",
     )
     .await;
     let (cpu_before, _) = counters(&pod, &server.ready)?;
     let records = drive(
         &client,
-        &poisson(rate, Duration::from_secs(2), c.seed),
+        &arrivals(rate, 1, Duration::from_secs(2), c.seed),
         "calibration",
     )
     .await;
@@ -271,29 +277,39 @@ async fn calibrate(ctx: &Ctx<'_>) -> anyhow::Result<Calibration> {
     })
 }
 
+/// Where a cell stands in the run.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    block: usize,
+    together: usize,
+    load: f64,
+    rate: f64,
+    seed: u64,
+}
+
 /// One arm at one load: warm-up, then the measured cell.
 async fn cell(
     ctx: &Ctx<'_>,
     arm: Arm,
-    load: f64,
-    rate: f64,
-    block: usize,
-    seed: u64,
+    at: At,
     label: &str,
 ) -> anyhow::Result<(CellRow, Vec<SlotRecord>)> {
+    let At {
+        block,
+        together,
+        load,
+        rate,
+        seed,
+    } = at;
     let c = ctx.config;
     let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
     let (pod, server) = ctx.server(c.cpus, arm).await?;
     let client = GreeterClient::new(connect(server.ready.addr).await?);
-    drive(
-        &client,
-        &poisson(rate, c.warmup, seed ^ 1),
-        &format!("{label} warm-up"),
-    )
-    .await;
+    let warmup = arrivals(rate, together, c.warmup, seed ^ 1);
+    drive(&client, &warmup, &format!("{label} warm-up")).await;
     let (cpu_before, throttled_before) = counters(&pod, &server.ready)?;
     let started = std::time::Instant::now();
-    let records = drive(&client, &poisson(rate, c.cell, seed), label).await;
+    let records = drive(&client, &arrivals(rate, together, c.cell, seed), label).await;
     let wall = started.elapsed();
     let (cpu_after, throttled_after) = counters(&pod, &server.ready)?;
     let throttled = throttled_after.since(&throttled_before);
@@ -302,6 +318,7 @@ async fn cell(
     let s = Summary::of(&records);
     let row = CellRow {
         block,
+        together,
         load,
         rate,
         arm,
@@ -358,30 +375,39 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     );
     folder.write_json(CALIBRATION, &calibration)?;
     let top = config.loads.iter().copied().fold(f64::MIN, f64::max);
+    let most = config.together.iter().copied().max().unwrap_or(1);
     let (mut cells, mut dots) = (Vec::new(), Vec::new());
-    let total = config.blocks * config.loads.len() * config.arms.len();
+    let total = config.blocks * config.together.len() * config.loads.len() * config.arms.len();
     for block in 0..config.blocks {
-        for (l, &load) in config.loads.iter().enumerate() {
-            // Every arm meets the same arrivals; the order of the arms turns
-            // by one each block, so that no arm always runs first.
-            let seed = config.seed + 1000 * block as u64 + l as u64;
-            let rate = load * calibration.full_rate;
-            for i in 0..config.arms.len() {
-                let arm = config.arms[(i + block) % config.arms.len()];
-                let label = format!(
-                    "[{}/{total}] block {} load {load} ({rate:.0}/s) {arm}",
-                    cells.len() + 1,
-                    block + 1
-                );
-                let (row, records) = cell(&ctx, arm, load, rate, block, seed, &label).await?;
-                eprintln!(
-                    "{label}: p99 {:.2} ms, throttled in {} of {} periods",
-                    row.p99_ms, row.throttled, row.periods
-                );
-                if block == 0 && load == top {
-                    dots.extend(window(arm, &records, config.cell));
+        for (g, &together) in config.together.iter().enumerate() {
+            for (l, &load) in config.loads.iter().enumerate() {
+                // Every arm meets the same arrivals; the order of the arms
+                // turns by one each block, so that no arm always runs first.
+                let at = At {
+                    block,
+                    together,
+                    load,
+                    rate: load * calibration.full_rate,
+                    seed: config.seed + 1000 * block as u64 + 100 * g as u64 + l as u64,
+                };
+                for i in 0..config.arms.len() {
+                    let arm = config.arms[(i + block) % config.arms.len()];
+                    let label = format!(
+                        "[{}/{total}] block {} x{together} load {load} ({:.0}/s) {arm}",
+                        cells.len() + 1,
+                        block + 1,
+                        at.rate
+                    );
+                    let (row, records) = cell(&ctx, arm, at, &label).await?;
+                    eprintln!(
+                        "{label}: p99 {:.2} ms, throttled in {} of {} periods",
+                        row.p99_ms, row.throttled, row.periods
+                    );
+                    if block == 0 && load == top && together == most {
+                        dots.extend(window(arm, &records, config.cell));
+                    }
+                    cells.push(row);
                 }
-                cells.push(row);
             }
         }
     }
@@ -391,9 +417,16 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
 }
 // ANCHOR_END: run
 
-/// The rows of `cells` for one arm at one load, every block.
-pub fn of<'a>(cells: &'a [CellRow], arm: Arm, load: f64) -> impl Iterator<Item = &'a CellRow> {
-    cells.iter().filter(move |c| c.arm == arm && c.load == load)
+/// The rows of `cells` for one arm at one load and arrival shape, every block.
+pub fn of(
+    cells: &[CellRow],
+    arm: Arm,
+    together: usize,
+    load: f64,
+) -> impl Iterator<Item = &CellRow> {
+    cells
+        .iter()
+        .filter(move |c| c.arm == arm && c.together == together && c.load == load)
 }
 
 #[cfg(test)]
@@ -402,26 +435,32 @@ mod tests {
 
     #[test]
     fn poisson_arrivals_keep_their_rate_and_order_and_repeat_with_their_seed() {
-        let slots = poisson(1000.0, Duration::from_secs(10), 7);
+        let slots = arrivals(1000.0, 1, Duration::from_secs(10), 7);
         // 10,000 expected; a Poisson count's spread is its square root, 100.
         assert!((9_500..10_500).contains(&slots.len()), "{}", slots.len());
         assert!(slots.windows(2).all(|w| w[0].due <= w[1].due));
         assert!(slots.iter().enumerate().all(|(i, s)| s.index == i as u64));
         assert!(slots.last().unwrap().due < Duration::from_secs(10));
-        assert_eq!(
-            poisson(1000.0, Duration::from_secs(1), 7),
-            poisson(1000.0, Duration::from_secs(1), 7)
-        );
-        assert_ne!(
-            poisson(1000.0, Duration::from_secs(1), 7),
-            poisson(1000.0, Duration::from_secs(1), 8)
-        );
+        let second = |seed| arrivals(1000.0, 1, Duration::from_secs(1), seed);
+        assert_eq!(second(7), second(7));
+        assert_ne!(second(7), second(8));
+    }
+
+    #[test]
+    fn calls_that_arrive_together_share_their_due_time_and_keep_the_rate() {
+        let slots = arrivals(1000.0, 20, Duration::from_secs(10), 7);
+        // 500 arrivals expected (spread about 22), of 20 calls each.
+        assert_eq!(slots.len() % 20, 0);
+        assert!((8_000..12_000).contains(&slots.len()), "{}", slots.len());
+        let groups: Vec<&[Slot]> = slots.chunks(20).collect();
+        assert!(groups.iter().all(|g| g.iter().all(|s| s.due == g[0].due)));
+        assert!(groups.windows(2).all(|w| w[0][0].due < w[1][0].due));
     }
 
     #[test]
     fn the_window_keeps_half_a_second_of_answered_calls() {
         let arm: Arm = "ct".parse().unwrap();
-        let records: Vec<SlotRecord> = poisson(1000.0, Duration::from_secs(4), 1)
+        let records: Vec<SlotRecord> = arrivals(1000.0, 1, Duration::from_secs(4), 1)
             .into_iter()
             .map(|slot| SlotRecord {
                 index: slot.index,
