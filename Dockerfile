@@ -1,15 +1,17 @@
-# The workshop's servers as one image. `docker compose up` (see docker-compose.yml)
+# The workshop's servers as one image (and chapter 17's `cpu_limits`, which
+# deploy/k8s/ runs on a cluster). `docker compose up` (see docker-compose.yml)
 # runs them; the Rust toolchain is only in the build stage.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p certs -p grpc-server -p rest-server -p stack
+RUN cargo build --release --locked -p certs -p grpc-server -p rest-server -p stack -p cpu-limits
 
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/certs \
                   /src/target/release/grpc-server \
                   /src/target/release/rest-server \
-                  /src/target/release/stack /usr/local/bin/
+                  /src/target/release/stack \
+                  /src/target/release/cpu_limits /usr/local/bin/
 # The PKI lives in a volume; inside a container the servers must listen on every
 # interface for the published ports to reach them.
 ENV CERTS_DIR=/certs \

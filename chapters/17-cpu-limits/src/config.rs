@@ -115,7 +115,10 @@ pub fn machine_cpus() -> usize {
                   mtN (N workers), each optionally +burst (CFS burst, Linux 5.14+). The default \
                   arms are ct, auto, mtC and mtC+burst, C being this machine's CPUs."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     #[command(flatten)]
     pub flags: Flags,
     /// The pod's CPU limit in CPUs, as Kubernetes' `limits: cpu` (1: 100 ms
@@ -149,9 +152,23 @@ pub struct Args {
     /// Where the results go
     #[arg(long, default_value = "target/experiments/ch17")]
     pub out: PathBuf,
+    /// Drive a server that runs elsewhere (`cpu_limits serve`, in a pod of a
+    /// real cluster) instead of starting one in a pod here
+    #[arg(long, value_name = "HOST:PORT", requires = "target_metrics")]
+    pub target: Option<String>,
+    /// With --target: where that server serves its metrics
+    #[arg(long, value_name = "HOST:PORT", requires = "target")]
+    pub target_metrics: Option<String>,
     /// Run as the server in a pod (the experiment starts this itself)
     #[arg(long, hide = true)]
     pub serve_child: bool,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// The server alone, for a pod of a real cluster (deploy/k8s/): answers
+    /// calls and serves its own cgroup's counts as metrics
+    Serve(crate::remote::ServeArgs),
 }
 
 /// What one run measures, as stored in its `config.json`.
@@ -173,6 +190,10 @@ pub struct Config {
     pub machine_cpus: usize,
     pub quick: bool,
     pub out: PathBuf,
+    /// The server's gRPC and metrics addresses, when it runs elsewhere; its
+    /// runtime is then the one it reports, and `arms` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<(String, String)>,
 }
 
 impl harness::Experiment for Config {
@@ -185,7 +206,17 @@ impl Args {
     pub fn config(&self) -> anyhow::Result<Config> {
         let quick = self.flags.quick;
         let machine_cpus = machine_cpus();
+        let target = self.target.clone().zip(self.target_metrics.clone());
+        if target.is_some() && self.arms.is_some() {
+            bail!(
+                "--arms is refused with --target: the server's runtime is chosen where it runs \
+                 (`cpu_limits serve --arm ...`), and the run reads it from its metrics"
+            );
+        }
         let arms = self.arms.clone().unwrap_or_else(|| {
+            if target.is_some() {
+                return Vec::new();
+            }
             let all = Runtime::Workers(machine_cpus);
             vec![
                 Arm::from_str("ct").expect("an arm"),
@@ -253,6 +284,7 @@ impl Args {
             machine_cpus,
             quick,
             out: self.out.clone(),
+            target,
         })
     }
 }
@@ -292,6 +324,8 @@ mod tests {
         assert!(refusal(&["--blocks", "0"]).contains("--blocks 0"));
         assert!(refusal(&["--together", "1,0"]).contains("--together 0"));
         assert!(refusal(&["--cell", "500ms"]).contains("--cell"));
+        let both = ["--target", "a:1", "--target-metrics", "a:2", "--arms", "ct"];
+        assert!(refusal(&both).contains("--arms is refused with --target"));
     }
 
     #[test]

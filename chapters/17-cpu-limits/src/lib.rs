@@ -5,9 +5,11 @@
 //! the arms' runtimes ([`config::Arm`]), inside a pod of chapter 14's kind
 //! (`harness::pod`); the generator sends Poisson arrivals from its own core
 //! ([`run`]); the report puts p99 beside the kernel's throttling counts
-//! ([`render`]).
+//! ([`render`]). [`remote`] is the same experiment across two machines: the
+//! server alone in a pod of a real cluster, the generator in another.
 
 pub mod config;
+pub mod remote;
 pub mod render;
 pub mod run;
 pub mod server;

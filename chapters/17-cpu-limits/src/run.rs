@@ -13,17 +13,21 @@ use harness::{
 };
 use loadgen::{Counters, Slot, SlotRecord, Summary, Timer, WhenFull, run_bounded};
 use per_call::{
-    load::{connect, unary_call},
+    load::{rest_client, unary_call},
     placement::{have, pin_self},
+    rest::Http,
 };
 use program::proc::{self, Pid};
 use proto::greeter::v1::greeter_client::GreeterClient;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
 
+use tonic::transport::{Channel, Endpoint};
+
 use crate::{
     config::{Arm, Config},
-    server::{Inside, Serve},
+    remote::Scrape,
+    server::Serve,
 };
 
 /// What the runtime saw in pods of each size (`sees.csv`).
@@ -123,12 +127,33 @@ struct Ctx<'a> {
     config: &'a Config,
     exe: std::path::PathBuf,
     placement: Vec<String>,
+    /// Reads a remote server's metrics.
+    http: reqwest::Client,
+}
+
+/// The server under test: started here in a fresh pod, or running elsewhere.
+enum Server {
+    Local(Pod, Box<Child<Serve>>),
+    Remote { addr: String, metrics: String },
+}
+
+/// A server's counters at one moment.
+struct Reading {
+    cpu_ns: u64,
+    throttling: Throttling,
+    workers: usize,
 }
 
 impl Ctx<'_> {
     /// A fresh pod of `cpus` (with CFS burst if the arm asks) and the server
-    /// of `arm` started inside it.
-    async fn server(&self, cpus: f64, arm: Arm) -> anyhow::Result<(Pod, Child<Serve>)> {
+    /// of `arm` started inside it; with `--target`, the server out there.
+    async fn server(&self, cpus: f64, arm: Arm) -> anyhow::Result<Server> {
+        if let Some((addr, metrics)) = &self.config.target {
+            return Ok(Server::Remote {
+                addr: addr.clone(),
+                metrics: metrics.clone(),
+            });
+        }
         let pod = Pod::create("ch17", cpus)?;
         if arm.burst {
             pod.set_burst(cpus)?;
@@ -145,7 +170,50 @@ impl Ctx<'_> {
             work_us: self.config.work_us,
         };
         let server = Child::start(&self.exe, &serve, &how).await?;
-        Ok((pod, server))
+        Ok(Server::Local(pod, Box::new(server)))
+    }
+
+    /// The server's CPU time so far, and its pod's throttling.
+    async fn read(&self, server: &Server) -> anyhow::Result<Reading> {
+        match server {
+            Server::Local(pod, child) => Ok(Reading {
+                cpu_ns: proc::cpu_ns(Pid::Of(child.ready.pid)),
+                throttling: pod.throttling()?,
+                workers: child.ready.workers,
+            }),
+            Server::Remote { metrics, .. } => {
+                let scrape = Scrape::of(&self.http, metrics).await?;
+                Ok(Reading {
+                    cpu_ns: scrape.cpu_ns,
+                    throttling: scrape.throttling.unwrap_or_default(),
+                    workers: scrape.workers,
+                })
+            }
+        }
+    }
+}
+
+impl Server {
+    /// A client on one HTTP/2 connection to it.
+    async fn client(&self) -> anyhow::Result<GreeterClient<Channel>> {
+        let addr = match self {
+            Server::Local(_, child) => child.ready.addr.to_string(),
+            Server::Remote { addr, .. } => addr.clone(),
+        };
+        let channel = Endpoint::from_shared(format!("http://{addr}"))?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to the server at {addr}"))?;
+        Ok(GreeterClient::new(channel))
+    }
+
+    /// Stops a local server (its pod goes with it); a remote one runs on.
+    async fn stop(self) -> anyhow::Result<()> {
+        match self {
+            Server::Local(_pod, child) => child.stop().await,
+            Server::Remote { .. } => Ok(()),
+        }
     }
 }
 
@@ -174,11 +242,7 @@ pub fn arrivals(rate: f64, together: usize, length: Duration, seed: u64) -> Vec<
 }
 
 /// Unary calls at `slots`' times; prints how it goes every two seconds.
-async fn drive(
-    client: &GreeterClient<tonic::transport::Channel>,
-    slots: &[Slot],
-    label: &str,
-) -> Vec<SlotRecord> {
+async fn drive(client: &GreeterClient<Channel>, slots: &[Slot], label: &str) -> Vec<SlotRecord> {
     let counters = Arc::new(Counters::default());
     let ticker = {
         let (counters, label) = (counters.clone(), label.to_string());
@@ -205,21 +269,26 @@ async fn drive(
     records
 }
 
-/// The server's CPU time and the pod's throttling so far.
-fn counters(pod: &Pod, inside: &Inside) -> anyhow::Result<(u64, Throttling)> {
-    Ok((proc::cpu_ns(Pid::Of(inside.pid)), pod.throttling()?))
-}
-
-/// What a default runtime sees in pods of several sizes, and outside any.
+/// What a default runtime sees in pods of several sizes, and outside any;
+/// a remote server, what it says it sees in its own.
 async fn sees(ctx: &Ctx<'_>) -> anyhow::Result<Vec<SeesRow>> {
+    if let Some((_, metrics)) = &ctx.config.target {
+        let scrape = Scrape::of(&ctx.http, metrics).await?;
+        return Ok(vec![SeesRow {
+            limit_cpus: scrape.quota_cpus,
+            cpus_allowed: scrape.cpus_allowed,
+            parallelism: scrape.parallelism,
+            workers: scrape.workers,
+        }]);
+    }
     let auto: Arm = "auto".parse().map_err(anyhow::Error::msg)?;
     let mut rows = Vec::new();
     for limit in SEES_LIMITS {
         let (_pod, server) = match limit {
-            Some(cpus) => {
-                let (pod, server) = ctx.server(cpus, auto).await?;
-                (Some(pod), server)
-            }
+            Some(cpus) => match ctx.server(cpus, auto).await? {
+                Server::Local(pod, server) => (Some(pod), *server),
+                Server::Remote { .. } => unreachable!("a remote run returned above"),
+            },
             None => {
                 let how = Spawn {
                     wrapper: ctx.placement.clone(),
@@ -244,42 +313,49 @@ async fn sees(ctx: &Ctx<'_>) -> anyhow::Result<Vec<SeesRow>> {
     Ok(rows)
 }
 
-/// The CPU time of one call: `ct` in the pod at about a third of the quota.
-async fn calibrate(ctx: &Ctx<'_>) -> anyhow::Result<Calibration> {
+/// The CPU time of one call: `ct` in the pod (or the remote server) at
+/// about a third of the quota (`cpus`: the pod's, or the remote one's).
+async fn calibrate(ctx: &Ctx<'_>, cpus: f64) -> anyhow::Result<Calibration> {
     let c = ctx.config;
     let ct: Arm = "ct".parse().map_err(anyhow::Error::msg)?;
-    let (pod, server) = ctx.server(c.cpus, ct).await?;
-    let client = GreeterClient::new(connect(server.ready.addr).await?);
-    let rate = c.cpus * 1e6 / c.work_us as f64 / 3.0;
+    let server = ctx.server(cpus, ct).await?;
+    let client = server.client().await?;
+    let rate = cpus * 1e6 / c.work_us as f64 / 3.0;
     drive(
         &client,
         &arrivals(rate, 1, c.warmup, c.seed),
         "calibration warm-up",
     )
     .await;
-    let (cpu_before, _) = counters(&pod, &server.ready)?;
+    let before = ctx.read(&server).await?;
     let records = drive(
         &client,
         &arrivals(rate, 1, Duration::from_secs(2), c.seed),
         "calibration",
     )
     .await;
-    let (cpu_after, _) = counters(&pod, &server.ready)?;
+    let after = ctx.read(&server).await?;
     server.stop().await?;
     let calls = Summary::of(&records).ok;
     anyhow::ensure!(calls > 0, "no call succeeded while calibrating");
-    let cpu_per_call_us = (cpu_after - cpu_before) as f64 / 1e3 / calls as f64;
+    let cpu_per_call_us = after.cpu_ns.saturating_sub(before.cpu_ns) as f64 / 1e3 / calls as f64;
+    anyhow::ensure!(
+        cpu_per_call_us > 0.0,
+        "the server's CPU time did not move while calibrating"
+    );
     Ok(Calibration {
         work_us: c.work_us,
         cpu_per_call_us,
         calls,
-        full_rate: c.cpus * 1e6 / cpu_per_call_us,
+        full_rate: cpus * 1e6 / cpu_per_call_us,
     })
 }
 
 /// Where a cell stands in the run.
 #[derive(Debug, Clone, Copy)]
 struct At {
+    /// The quota the load is a fraction of.
+    cpus: f64,
     block: usize,
     together: usize,
     load: f64,
@@ -300,20 +376,20 @@ async fn cell(
         load,
         rate,
         seed,
+        ..
     } = at;
     let c = ctx.config;
     let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
-    let (pod, server) = ctx.server(c.cpus, arm).await?;
-    let client = GreeterClient::new(connect(server.ready.addr).await?);
+    let server = ctx.server(at.cpus, arm).await?;
+    let client = server.client().await?;
     let warmup = arrivals(rate, together, c.warmup, seed ^ 1);
     drive(&client, &warmup, &format!("{label} warm-up")).await;
-    let (cpu_before, throttled_before) = counters(&pod, &server.ready)?;
+    let before = ctx.read(&server).await?;
     let started = std::time::Instant::now();
     let records = drive(&client, &arrivals(rate, together, c.cell, seed), label).await;
     let wall = started.elapsed();
-    let (cpu_after, throttled_after) = counters(&pod, &server.ready)?;
-    let throttled = throttled_after.since(&throttled_before);
-    let workers = server.ready.workers;
+    let after = ctx.read(&server).await?;
+    let throttled = after.throttling.since(&before.throttling);
     server.stop().await?;
     let s = Summary::of(&records);
     let row = CellRow {
@@ -322,7 +398,7 @@ async fn cell(
         load,
         rate,
         arm,
-        workers,
+        workers: after.workers,
         scheduled: s.scheduled,
         ok: s.ok,
         failed: s.scheduled - s.ok,
@@ -330,7 +406,8 @@ async fn cell(
         p99_ms: s.latency.p99_ms,
         max_ms: s.latency.max_ms,
         late_p99_ms: s.lateness.p99_ms,
-        cpu_of_quota: (cpu_after - cpu_before) as f64 / (c.cpus * wall.as_nanos() as f64),
+        cpu_of_quota: after.cpu_ns.saturating_sub(before.cpu_ns) as f64
+            / (at.cpus * wall.as_nanos() as f64),
         periods: throttled.periods,
         throttled: throttled.throttled,
         throttled_ms: throttled.throttled_us as f64 / 1e3,
@@ -358,40 +435,57 @@ fn window(arm: Arm, records: &[SlotRecord], cell: Duration) -> Vec<WindowRow> {
 // ANCHOR: run
 /// Runs the experiment; this program is started again as each server.
 pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
-    let (placement, note) = place(config.machine_cpus)?;
+    let (placement, note) = match &config.target {
+        None => place(config.machine_cpus)?,
+        Some((addr, _)) => (Vec::new(), format!("the server runs elsewhere, at {addr}")),
+    };
     eprintln!("{note}");
     folder.write_text("placement.txt", &format!("{note}\n"))?;
     let ctx = Ctx {
         config,
         exe: std::env::current_exe().context("cannot find this program's executable")?,
         placement,
+        // Plain HTTP/1.1 for the metrics page (a client with the workspace's
+        // crypto provider installed, as reqwest needs even without TLS).
+        http: rest_client(Http::H1, 1)?,
     };
     eprintln!("what the runtime sees in pods of several sizes ...");
-    folder.write_csv(SEES, &sees(&ctx).await?)?;
-    let calibration = calibrate(&ctx).await?;
+    let seen = sees(&ctx).await?;
+    folder.write_csv(SEES, &seen)?;
+    // Here every pod gets --cpus; a remote server's quota is its own.
+    let (cpus, arms) = match &config.target {
+        None => (config.cpus, config.arms.clone()),
+        Some((_, metrics)) => {
+            let scrape = Scrape::of(&ctx.http, metrics).await?;
+            let arm: Arm = scrape.arm.parse().map_err(anyhow::Error::msg)?;
+            (scrape.quota_cpus.unwrap_or(config.cpus), vec![arm])
+        }
+    };
+    let calibration = calibrate(&ctx, cpus).await?;
     eprintln!(
-        "one call costs {:.0} µs of CPU: load 1 is {:.0} calls/s in a {}-CPU pod",
-        calibration.cpu_per_call_us, calibration.full_rate, config.cpus
+        "one call costs {:.0} µs of CPU: load 1 is {:.0} calls/s in a {cpus}-CPU pod",
+        calibration.cpu_per_call_us, calibration.full_rate
     );
     folder.write_json(CALIBRATION, &calibration)?;
     let top = config.loads.iter().copied().fold(f64::MIN, f64::max);
     let most = config.together.iter().copied().max().unwrap_or(1);
     let (mut cells, mut dots) = (Vec::new(), Vec::new());
-    let total = config.blocks * config.together.len() * config.loads.len() * config.arms.len();
+    let total = config.blocks * config.together.len() * config.loads.len() * arms.len();
     for block in 0..config.blocks {
         for (g, &together) in config.together.iter().enumerate() {
             for (l, &load) in config.loads.iter().enumerate() {
                 // Every arm meets the same arrivals; the order of the arms
                 // turns by one each block, so that no arm always runs first.
                 let at = At {
+                    cpus,
                     block,
                     together,
                     load,
                     rate: load * calibration.full_rate,
                     seed: config.seed + 1000 * block as u64 + 100 * g as u64 + l as u64,
                 };
-                for i in 0..config.arms.len() {
-                    let arm = config.arms[(i + block) % config.arms.len()];
+                for i in 0..arms.len() {
+                    let arm = arms[(i + block) % arms.len()];
                     let label = format!(
                         "[{}/{total}] block {} x{together} load {load} ({:.0}/s) {arm}",
                         cells.len() + 1,

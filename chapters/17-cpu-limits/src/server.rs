@@ -31,8 +31,9 @@ pub fn burn(work: Duration) {
 }
 // ANCHOR_END: work
 
+/// The greeter whose every call burns this much CPU time.
 #[derive(Debug, Clone, Copy)]
-struct Work(Duration);
+pub struct Work(pub Duration);
 
 #[tonic::async_trait]
 impl greeter_server::Greeter for Work {

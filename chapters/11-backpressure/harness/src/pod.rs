@@ -202,6 +202,60 @@ impl Drop for Pod {
     }
 }
 
+/// The group this process runs in, as a process inside a container or a pod
+/// finds its own: the cpu hierarchy's mount, and the path `/proc/self/cgroup`
+/// gives for it (`/` inside a container with its own cgroup namespace).
+pub fn own() -> anyhow::Result<(Version, PathBuf)> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+        .context("cannot read /proc/self/mountinfo to find the cgroup filesystem")?;
+    let (version, root) = cpu_hierarchy(&mountinfo, |dir| {
+        fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
+    })
+    .context("no cgroup filesystem with the cpu controller is mounted here")?;
+    let cgroup =
+        fs::read_to_string("/proc/self/cgroup").context("cannot read /proc/self/cgroup")?;
+    let path = own_path(&cgroup, version).context("/proc/self/cgroup names no cpu group")?;
+    Ok((version, root.join(path.trim_start_matches('/'))))
+}
+
+/// This process's group's throttling counts and its quota (quota, period in
+/// µs; `None`: no limit), read from the inside.
+pub fn own_limits() -> anyhow::Result<(Throttling, Option<(u64, u64)>)> {
+    let (version, dir) = own()?;
+    let read = |file: &str| {
+        let path = dir.join(file);
+        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let stat = parse_cpu_stat(&read("cpu.stat")?);
+    let number = |text: &str| text.trim().parse::<i64>().ok();
+    let quota = match version {
+        // v1 writes -1 for no limit; v2 writes `max`.
+        Version::V1 => number(&read("cpu.cfs_quota_us")?)
+            .zip(number(&read("cpu.cfs_period_us")?))
+            .filter(|(q, _)| *q > 0)
+            .map(|(q, p)| (q as u64, p as u64)),
+        Version::V2 => match read("cpu.max")?.split_whitespace().collect::<Vec<_>>()[..] {
+            [q, p] => number(q).zip(number(p)).map(|(q, p)| (q as u64, p as u64)),
+            _ => None,
+        },
+    };
+    Ok((stat, quota))
+}
+
+/// The path of the cpu group in `/proc/self/cgroup`: v2's `0::PATH` line, or
+/// the v1 line whose controllers include `cpu`.
+fn own_path(cgroup: &str, version: Version) -> Option<String> {
+    cgroup.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let ours = match version {
+            Version::V2 => controllers.is_empty(),
+            Version::V1 => controllers.split(',').any(|c| c == "cpu"),
+        };
+        ours.then(|| path.to_string())
+    })
+}
+
 /// Kills what runs in the group and removes it; a group is removable only once
 /// the kernel has taken its last process out, shortly after the kill.
 fn remove(dir: &Path) -> anyhow::Result<()> {
@@ -402,6 +456,19 @@ mod tests {
         let read_only = io::Error::from(io::ErrorKind::ReadOnlyFilesystem);
         let e = refusal(Path::new("/x"), &read_only).to_string();
         assert!(e.contains("read-only"), "{e}");
+    }
+
+    #[test]
+    fn a_process_finds_its_own_group() {
+        let v1 = "12:memory:/x\n4:cpu,cpuacct:/kubepods/pod1/c1\n0::/user.slice\n";
+        assert_eq!(
+            own_path(v1, Version::V1).as_deref(),
+            Some("/kubepods/pod1/c1")
+        );
+        assert_eq!(own_path(v1, Version::V2).as_deref(), Some("/user.slice"));
+        // Inside a container with its own cgroup namespace, its group is the root.
+        assert_eq!(own_path("0::/\n", Version::V2).as_deref(), Some("/"));
+        assert_eq!(own_path("3:memory:/x\n", Version::V1), None);
     }
 
     #[test]

@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = if args.serve_child {
         cpu_limits::server::serve_process()
+    } else if let Some(cpu_limits::config::Command::Serve(serve)) = &args.command {
+        cpu_limits::remote::serve(serve)
     } else {
         // The generator is pinned to one core: a current-thread runtime
         // suits it (the loadgen's timing thread is its only other thread).
