@@ -462,6 +462,13 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
             missing.join(", ")
         ));
     }
+    // A chapter that shows a kept run says first what the run showed.
+    if page.text.contains("results/")
+        && let Some(section) = page.section("What just happened")
+        && let Err(e) = finding_box(&section)
+    {
+        problems.push(format!("{}: What just happened: {e}", page.path.display()));
+    }
     let words = page.text.split_whitespace().count();
     if words < 600 {
         problems.push(format!(
@@ -484,6 +491,45 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
     }
 }
 
+/// The box an experiment chapter's "What just happened" opens with: a
+/// blockquote titled `**What the run showed**` of three to five bullets,
+/// each a finding with its measured number (`{{#fig ...}}`); the tables
+/// carry the rest.
+fn finding_box(section: &str) -> Result<(), String> {
+    const TITLE: &str = "> **What the run showed**";
+    let mut lines = section.lines().skip_while(|l| l.trim().is_empty());
+    if lines.next().map(str::trim_end) != Some(TITLE) {
+        return Err(format!(
+            "it must open with the finding box, `{TITLE}` and three to five bullets"
+        ));
+    }
+    let mut bullets: Vec<String> = Vec::new();
+    for line in lines.take_while(|l| l.starts_with('>')) {
+        let text = line.trim_start_matches('>').trim();
+        match text.strip_prefix("- ") {
+            Some(first) => bullets.push(first.to_string()),
+            None => {
+                if let Some(last) = bullets.last_mut() {
+                    last.push(' ');
+                    last.push_str(text);
+                }
+            }
+        }
+    }
+    if !(3..=5).contains(&bullets.len()) {
+        return Err(format!(
+            "its finding box has {} bullets; three to five findings, the tables carry the rest",
+            bullets.len()
+        ));
+    }
+    if let Some(bullet) = bullets.iter().find(|b| b.matches("{{#fig ").count() != 1) {
+        return Err(format!(
+            "a finding states one measured number ({{{{#fig ...}}}}), no more, no fewer: \"{bullet}\""
+        ));
+    }
+    Ok(())
+}
+
 /// Resolves the workspace root from this crate's location.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -495,6 +541,20 @@ pub fn workspace_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_experiment_chapter_opens_with_three_to_five_measured_findings() {
+        let good = "\n> **What the run showed**\n>\n> - one {{#fig ch99.a}}\n> - two,\n>   on two lines {{#fig ch99.b}}\n> - three {{#fig ch99.c}}\n\nThen prose.\n";
+        assert_eq!(finding_box(good), Ok(()));
+        let none = "Prose first.\n";
+        assert!(finding_box(none).unwrap_err().contains("open with the finding box"));
+        let two = "> **What the run showed**\n>\n> - one {{#fig ch99.a}}\n> - two {{#fig ch99.b}}\n";
+        assert!(finding_box(two).unwrap_err().contains("has 2 bullets"));
+        let bare = good.replace("three {{#fig ch99.c}}", "three, no number");
+        assert!(finding_box(&bare).unwrap_err().contains("three, no number"));
+        let two = good.replace("three {{#fig ch99.c}}", "three {{#fig ch99.c}} {{#fig ch99.d}}");
+        assert!(finding_box(&two).unwrap_err().contains("no more, no fewer"));
+    }
 
     struct Scratch(PathBuf);
     impl Drop for Scratch {
