@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use harness::{
     Folder,
     plot::{Bar, BarPanel, Panel, Series, bars, panels},
+    report::table,
 };
 use serde::Serialize;
 
@@ -70,16 +71,6 @@ fn caption(shape: Shape) -> &'static str {
         Shape::RestH1 => "REST over HTTP/1.1",
         Shape::RestH2 => "REST over HTTP/2",
     }
-}
-
-/// A Markdown table.
-fn table(md: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
-    let _ = writeln!(md, "| {} |", header.join(" | "));
-    let _ = writeln!(md, "|{}|", vec!["---"; header.len()].join("|"));
-    for row in rows {
-        let _ = writeln!(md, "| {} |", row.join(" | "));
-    }
-    md.push('\n');
 }
 
 /// p99, goodput and deferred share of every arm at every offered rate of
