@@ -547,12 +547,20 @@ mod tests {
         let good = "\n> **What the run showed**\n>\n> - one {{#fig ch99.a}}\n> - two,\n>   on two lines {{#fig ch99.b}}\n> - three {{#fig ch99.c}}\n\nThen prose.\n";
         assert_eq!(finding_box(good), Ok(()));
         let none = "Prose first.\n";
-        assert!(finding_box(none).unwrap_err().contains("open with the finding box"));
-        let two = "> **What the run showed**\n>\n> - one {{#fig ch99.a}}\n> - two {{#fig ch99.b}}\n";
+        assert!(
+            finding_box(none)
+                .unwrap_err()
+                .contains("open with the finding box")
+        );
+        let two =
+            "> **What the run showed**\n>\n> - one {{#fig ch99.a}}\n> - two {{#fig ch99.b}}\n";
         assert!(finding_box(two).unwrap_err().contains("has 2 bullets"));
         let bare = good.replace("three {{#fig ch99.c}}", "three, no number");
         assert!(finding_box(&bare).unwrap_err().contains("three, no number"));
-        let two = good.replace("three {{#fig ch99.c}}", "three {{#fig ch99.c}} {{#fig ch99.d}}");
+        let two = good.replace(
+            "three {{#fig ch99.c}}",
+            "three {{#fig ch99.c}} {{#fig ch99.d}}",
+        );
         assert!(finding_box(&two).unwrap_err().contains("no more, no fewer"));
     }
 
