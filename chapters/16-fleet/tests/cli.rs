@@ -118,7 +118,13 @@ fn a_quick_run_of_the_slow_part_writes_its_report() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(out.join("slow-calls.csv").is_file(), "no slow-calls.csv");
+    // Every call's row is a raw record, kept packed; the report is drawn
+    // from the tables it reduced to.
+    assert!(
+        out.join("slow-calls.csv.zst").is_file(),
+        "no packed slow-calls.csv"
+    );
+    assert!(out.join("tables.json").is_file(), "no tables.json");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("a summary.md");
     for arm in ["round_robin", "tonic", "p2c_peak_ewma"] {
         assert!(

@@ -236,13 +236,13 @@ impl Args {
 
 /// `fleet run`: the experiment, or with `--render DIR` only its report.
 pub async fn main(args: Args) -> anyhow::Result<()> {
-    // The report is drawn from every call's row (2 MB for a full run),
-    // kept as they are: this experiment has no reduce step yet.
+    // Every call's row (2 MB for a full run) is a raw record: the report is
+    // drawn from the tables they reduce to.
     let steps = harness::experiment::Steps {
         run,
-        reduce: harness::experiment::nothing_to_reduce,
+        reduce: render::reduce,
         render,
-        raw: &[],
+        raw: &[restart::CALLS, age::CALLS, slow::CALLS, tail::CALLS],
     };
     harness::experiment::main(&args.flags, || args.config(), Start::Fresh, steps).await
 }

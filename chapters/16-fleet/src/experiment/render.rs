@@ -1,8 +1,12 @@
 //! From the records on disk to `summary.md`, `restart-timeline.svg` and
-//! `shares.svg`. Everything here reads files only, so `--render DIR` redraws
-//! a finished run.
+//! `shares.svg`, in two steps: [`reduce`] turns every call's row (2 MB for a
+//! full run, kept compressed as raw records) into `tables.json`, every table
+//! row and plotted point; [`render`] draws the report from that alone, so
+//! `--render DIR` redraws a finished run and `--from-raw` proves the tables.
 
 use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::{Deserialize, Serialize};
 
 use harness::{
     Folder,
@@ -15,8 +19,36 @@ use super::{CallRow, Config, EventRow, Part, age, restart, slow, tail};
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
+/// The tables the report is drawn from.
+pub const TABLES: &str = "tables.json";
+
+/// Every row of the report's tables and every point of its plots.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Tables {
+    restart: Option<(Vec<RestartRow>, Vec<Panel>)>,
+    age: Option<(Vec<AgeRow>, Vec<Panel>)>,
+    slow: Option<Vec<SlowRow>>,
+    tail: Option<Vec<TailRow>>,
+}
+
+/// Reads the calls in `raw` (and the events and counts in `out`) and writes
+/// `out`'s `tables.json`.
+pub fn reduce(config: &Config, raw: &Folder, out: &Folder) -> anyhow::Result<()> {
+    let mut tables = Tables::default();
+    for part in &config.parts {
+        match part {
+            Part::Restart => tables.restart = Some(restart_table(raw, out)?),
+            Part::Age => tables.age = Some(age_table(config, raw, out)?),
+            Part::Slow => tables.slow = Some(slow_table(config, raw)?),
+            Part::Tail => tables.tail = Some(tail_table(config, raw, out)?),
+        }
+    }
+    out.write_json(TABLES, &tables)
+}
+
 pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let meta = folder.meta()?;
+    let tables: Tables = folder.read_json(TABLES)?;
     let mut md = String::new();
     // Bold captions, never headings: the chapter's page includes this file,
     // and its headings would land in the page's outline.
@@ -36,20 +68,32 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
             .map_or("unknown".into(), |l| format!("{l:.2}")),
     )?;
     for part in &config.parts {
+        let missing = || anyhow::anyhow!("{TABLES} has no table for the {part:?} part");
         match part {
-            Part::Restart => restart_section(config, folder, &mut md)?,
-            Part::Age => age_section(config, folder, &mut md)?,
-            Part::Slow => slow_section(config, folder, &mut md)?,
-            Part::Tail => tail_section(folder, &mut md)?,
+            Part::Restart => {
+                let (rows, panels) = tables.restart.as_ref().ok_or_else(missing)?;
+                restart_section(config, folder, rows, panels, &mut md)?
+            }
+            Part::Age => {
+                let (rows, panels) = tables.age.as_ref().ok_or_else(missing)?;
+                age_section(config, folder, rows, panels, &mut md)?
+            }
+            Part::Slow => slow_section(config, tables.slow.as_ref().ok_or_else(missing)?, &mut md)?,
+            Part::Tail => tail_section(config, tables.tail.as_ref().ok_or_else(missing)?, &mut md)?,
         }
     }
     folder.write_text("summary.md", &md)?;
     Ok(md)
 }
 
+/// A percentile as the table prints it; `None` (no successful call) as NaN.
+fn ms(value: Option<f64>) -> String {
+    value.map_or("NaN".into(), |v| format!("{v:.2}"))
+}
+
 /// The nearest-rank percentile `p` (0-100): a latency that really happened.
-fn pct(values: &[f64], p: f64) -> f64 {
-    nearest_rank(values, p).unwrap_or(f64::NAN)
+fn pct(values: &[f64], p: f64) -> Option<f64> {
+    nearest_rank(values, p)
 }
 
 fn ok_latencies<'a>(rows: impl Iterator<Item = &'a CallRow>) -> Vec<f64> {
@@ -84,9 +128,45 @@ fn arms<'a>(rows: &'a [CallRow], arm: &str) -> Vec<&'a CallRow> {
     rows.iter().filter(|r| r.arm == arm).collect()
 }
 
-fn restart_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Result<()> {
-    let calls: Vec<CallRow> = folder.read_csv(restart::CALLS)?;
-    let events: Vec<EventRow> = folder.read_csv(restart::EVENTS)?;
+#[derive(Debug, Serialize, Deserialize)]
+struct RestartRow {
+    arm: String,
+    calls: usize,
+    failed: usize,
+    failures: String,
+    p50: Option<f64>,
+    p99: Option<f64>,
+    max: Option<f64>,
+}
+
+fn restart_table(raw: &Folder, out: &Folder) -> anyhow::Result<(Vec<RestartRow>, Vec<Panel>)> {
+    let calls: Vec<CallRow> = raw.read_csv(restart::CALLS)?;
+    let events: Vec<EventRow> = out.read_csv(restart::EVENTS)?;
+    let (mut rows, mut panels) = (Vec::new(), Vec::new());
+    for arm in [restart::Arm::Drained, restart::Arm::Killed].map(restart::Arm::name) {
+        let of_arm = arms(&calls, arm);
+        let ok = ok_latencies(of_arm.iter().copied());
+        rows.push(RestartRow {
+            arm: arm.to_string(),
+            calls: of_arm.len(),
+            failed: failed(&of_arm),
+            failures: codes(&of_arm),
+            p50: pct(&ok, 50.0),
+            p99: pct(&ok, 99.0),
+            max: pct(&ok, 100.0),
+        });
+        panels.extend(timeline(arm, &of_arm, &events));
+    }
+    Ok((rows, panels))
+}
+
+fn restart_section(
+    config: &Config,
+    folder: &Folder,
+    rows: &[RestartRow],
+    panels: &[Panel],
+    md: &mut String,
+) -> anyhow::Result<()> {
     writeln!(md, "**Rolling restart (p2c fed by health Watch)**\n")?;
     writeln!(
         md,
@@ -99,28 +179,25 @@ fn restart_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow:
         "| arm | calls | failed | failures | p50 ms | p99 ms | max ms |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|")?;
-    let mut panels = Vec::new();
-    for arm in [restart::Arm::Drained, restart::Arm::Killed].map(restart::Arm::name) {
-        let rows = arms(&calls, arm);
-        let ok = ok_latencies(rows.iter().copied());
+    for r in rows {
         writeln!(
             md,
-            "| {arm} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
-            rows.len(),
-            failed(&rows),
-            codes(&rows),
-            pct(&ok, 50.0),
-            pct(&ok, 99.0),
-            pct(&ok, 100.0)
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.arm,
+            r.calls,
+            r.failed,
+            r.failures,
+            ms(r.p50),
+            ms(r.p99),
+            ms(r.max)
         )?;
-        panels.extend(timeline(arm, &rows, &events));
     }
     writeln!(md, "\nTimeline (first repeat): `restart-timeline.svg`.\n")?;
     plot::panels(
         &folder.join("restart-timeline.svg"),
         "Rolling restart: drained vs killed",
         "seconds since the load started",
-        &panels,
+        panels,
     )
 }
 
@@ -188,8 +265,56 @@ fn timeline(arm: &str, rows: &[&CallRow], events: &[EventRow]) -> Vec<Panel> {
     ]
 }
 
-fn age_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Result<()> {
-    let calls: Vec<CallRow> = folder.read_csv(age::CALLS)?;
+#[derive(Debug, Serialize, Deserialize)]
+struct AgeRow {
+    arm: String,
+    calls: usize,
+    failed: usize,
+    failures: String,
+    started: u64,
+    share: [f64; 3],
+}
+
+fn age_table(
+    config: &Config,
+    raw: &Folder,
+    out: &Folder,
+) -> anyhow::Result<(Vec<AgeRow>, Vec<Panel>)> {
+    let calls: Vec<CallRow> = raw.read_csv(age::CALLS)?;
+    let counts: Vec<age::Counts> = out.read_csv(age::COUNTS)?;
+    let last_third = super::ms(config.duration) * 2.0 / 3.0;
+    let (mut rows, mut panels) = (Vec::new(), Vec::new());
+    for arm in age::ARMS {
+        let of_arm = arms(&calls, arm);
+        let late: Vec<&CallRow> = of_arm
+            .iter()
+            .copied()
+            .filter(|r| r.due_ms >= last_third)
+            .collect();
+        rows.push(AgeRow {
+            arm: arm.to_string(),
+            calls: of_arm.len(),
+            failed: failed(&of_arm),
+            failures: codes(&of_arm),
+            started: counts
+                .iter()
+                .filter(|c| c.arm == arm)
+                .map(|c| c.server_started)
+                .sum(),
+            share: shares(&late),
+        });
+        panels.push(share_panel(arm, &of_arm));
+    }
+    Ok((rows, panels))
+}
+
+fn age_section(
+    config: &Config,
+    folder: &Folder,
+    rows: &[AgeRow],
+    panels: &[Panel],
+    md: &mut String,
+) -> anyhow::Result<()> {
     let added = super::ms(age::added_at(config));
     writeln!(md, "**Connection age and a replica added later**\n")?;
     writeln!(
@@ -200,45 +325,24 @@ fn age_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Res
         program::duration::Show(config.max_age),
         program::duration::Show(config.age_grace)
     )?;
-    let counts: Vec<age::Counts> = folder.read_csv(age::COUNTS)?;
     writeln!(
         md,
         "| arm | calls | failed | failures | started by the replicas | share a | share b | share c |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|")?;
-    let last_third = super::ms(config.duration) * 2.0 / 3.0;
-    let mut panels = Vec::new();
-    for arm in age::ARMS {
-        let rows = arms(&calls, arm);
-        let late: Vec<&CallRow> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.due_ms >= last_third)
-            .collect();
-        let share = shares(&late);
-        let started: u64 = counts
-            .iter()
-            .filter(|c| c.arm == arm)
-            .map(|c| c.server_started)
-            .sum();
+    for r in rows {
         writeln!(
             md,
-            "| {arm} | {} | {} | {} | {started} | {:.3} | {:.3} | {:.3} |",
-            rows.len(),
-            failed(&rows),
-            codes(&rows),
-            share[0],
-            share[1],
-            share[2]
+            "| {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} |",
+            r.arm, r.calls, r.failed, r.failures, r.started, r.share[0], r.share[1], r.share[2]
         )?;
-        panels.push(share_panel(arm, &rows));
     }
     writeln!(md, "\nShares per second (first repeat): `shares.svg`.\n")?;
     plot::panels(
         &folder.join("shares.svg"),
         "Each replica's share of calls, per second",
         "seconds since the load started",
-        &panels,
+        panels,
     )
 }
 
@@ -287,9 +391,41 @@ fn share_panel(arm: &str, rows: &[&CallRow]) -> Panel {
     }
 }
 
-fn slow_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Result<()> {
-    let calls: Vec<CallRow> = folder.read_csv(slow::CALLS)?;
+#[derive(Debug, Serialize, Deserialize)]
+struct SlowRow {
+    arm: String,
+    calls: usize,
+    failed: usize,
+    share: [f64; 3],
+    p50: Option<f64>,
+    p99: Option<f64>,
+}
+
+fn slow_table(config: &Config, raw: &Folder) -> anyhow::Result<Vec<SlowRow>> {
+    let calls: Vec<CallRow> = raw.read_csv(slow::CALLS)?;
     let warmup = super::ms(config.warmup);
+    Ok(slow::ARMS
+        .into_iter()
+        .map(|strategy| {
+            let arm = slow::name(strategy);
+            let rows: Vec<&CallRow> = arms(&calls, arm)
+                .into_iter()
+                .filter(|r| r.due_ms >= warmup)
+                .collect();
+            let ok = ok_latencies(rows.iter().copied());
+            SlowRow {
+                arm: arm.to_string(),
+                calls: rows.len(),
+                failed: failed(&rows),
+                share: shares(&rows),
+                p50: pct(&ok, 50.0),
+                p99: pct(&ok, 99.0),
+            }
+        })
+        .collect())
+}
+
+fn slow_section(config: &Config, rows: &[SlowRow], md: &mut String) -> anyhow::Result<()> {
     writeln!(md, "**Balancing around a slow replica**\n")?;
     writeln!(
         md,
@@ -301,35 +437,72 @@ fn slow_section(config: &Config, folder: &Folder, md: &mut String) -> anyhow::Re
         "| strategy | calls | failed | share a | share b | share c | p50 ms | p99 ms |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|")?;
-    for strategy in slow::ARMS {
-        let arm = slow::name(strategy);
-        let rows: Vec<&CallRow> = arms(&calls, arm)
-            .into_iter()
-            .filter(|r| r.due_ms >= warmup)
-            .collect();
-        let ok = ok_latencies(rows.iter().copied());
-        let share = shares(&rows);
+    for r in rows {
         writeln!(
             md,
-            "| {arm} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
-            rows.len(),
-            failed(&rows),
-            share[0],
-            share[1],
-            share[2],
-            pct(&ok, 50.0),
-            pct(&ok, 99.0)
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {} |",
+            r.arm,
+            r.calls,
+            r.failed,
+            r.share[0],
+            r.share[1],
+            r.share[2],
+            ms(r.p50),
+            ms(r.p99)
         )?;
     }
     writeln!(md)?;
     Ok(())
 }
 
-fn tail_section(folder: &Folder, md: &mut String) -> anyhow::Result<()> {
-    let calls: Vec<CallRow> = folder.read_csv(tail::CALLS)?;
-    let counts: Vec<tail::Counts> = folder.read_csv(tail::COUNTS)?;
-    let config: Config = folder.read_json(harness::experiment::CONFIG)?;
+#[derive(Debug, Serialize, Deserialize)]
+struct TailRow {
+    arm: String,
+    calls: usize,
+    failed: usize,
+    p50: Option<f64>,
+    p90: Option<f64>,
+    p95: Option<f64>,
+    p99: Option<f64>,
+    max: Option<f64>,
+    copies_per_call: f64,
+    server_calls_per_call: f64,
+    cancelled: u64,
+}
+
+fn tail_table(config: &Config, raw: &Folder, out: &Folder) -> anyhow::Result<Vec<TailRow>> {
+    let calls: Vec<CallRow> = raw.read_csv(tail::CALLS)?;
+    let counts: Vec<tail::Counts> = out.read_csv(tail::COUNTS)?;
     let warmup = super::ms(config.warmup);
+    Ok(tail::ARMS
+        .into_iter()
+        .map(|arm| {
+            let rows: Vec<&CallRow> = arms(&calls, arm)
+                .into_iter()
+                .filter(|r| r.due_ms >= warmup)
+                .collect();
+            let ok = ok_latencies(rows.iter().copied());
+            let of_arm = counts.iter().filter(|c| c.arm == arm);
+            let total = |f: fn(&tail::Counts) -> u64| of_arm.clone().map(f).sum::<u64>();
+            let made = total(|c| c.calls).max(1) as f64;
+            TailRow {
+                arm: arm.to_string(),
+                calls: rows.len(),
+                failed: failed(&rows),
+                p50: pct(&ok, 50.0),
+                p90: pct(&ok, 90.0),
+                p95: pct(&ok, 95.0),
+                p99: pct(&ok, 99.0),
+                max: pct(&ok, 100.0),
+                copies_per_call: total(|c| c.copies) as f64 / made,
+                server_calls_per_call: total(|c| c.server_started) as f64 / made,
+                cancelled: total(|c| c.server_cancelled),
+            }
+        })
+        .collect())
+}
+
+fn tail_section(config: &Config, rows: &[TailRow], md: &mut String) -> anyhow::Result<()> {
     writeln!(md, "**Hedging a tail**\n")?;
     writeln!(
         md,
@@ -341,28 +514,21 @@ fn tail_section(folder: &Folder, md: &mut String) -> anyhow::Result<()> {
         "| arm | calls | failed | p50 ms | p90 ms | p95 ms | p99 ms | max ms | copies per call | server calls per call | cancelled by the server |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|")?;
-    for arm in tail::ARMS {
-        let rows: Vec<&CallRow> = arms(&calls, arm)
-            .into_iter()
-            .filter(|r| r.due_ms >= warmup)
-            .collect();
-        let ok = ok_latencies(rows.iter().copied());
-        let of_arm = counts.iter().filter(|c| c.arm == arm);
-        let total = |f: fn(&tail::Counts) -> u64| of_arm.clone().map(f).sum::<u64>();
-        let made = total(|c| c.calls).max(1) as f64;
+    for r in rows {
         writeln!(
             md,
-            "| {arm} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {} |",
-            rows.len(),
-            failed(&rows),
-            pct(&ok, 50.0),
-            pct(&ok, 90.0),
-            pct(&ok, 95.0),
-            pct(&ok, 99.0),
-            pct(&ok, 100.0),
-            total(|c| c.copies) as f64 / made,
-            total(|c| c.server_started) as f64 / made,
-            total(|c| c.server_cancelled)
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {} |",
+            r.arm,
+            r.calls,
+            r.failed,
+            ms(r.p50),
+            ms(r.p90),
+            ms(r.p95),
+            ms(r.p99),
+            ms(r.max),
+            r.copies_per_call,
+            r.server_calls_per_call,
+            r.cancelled
         )?;
     }
     writeln!(md)?;
