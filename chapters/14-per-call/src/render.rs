@@ -598,6 +598,45 @@ pub fn markdown(
     md
 }
 
+/// Which side filled first at each plateau: a dot per ramp at the
+/// generator's CPU (its core) and the server's (of its share: its core, or
+/// its quota in a pod), one series per shape; two lines mark 0.9
+/// of each, where the report calls a side full.
+fn filled_first(config: &Config, ramps: &[RampResult], folder: &Folder) -> anyhow::Result<()> {
+    let share = config.server_share();
+    let mut series: Vec<Series> = config
+        .shapes
+        .iter()
+        .map(|&shape| {
+            let points = ramps
+                .iter()
+                .filter(|r| r.ramp.shape == shape)
+                .filter_map(|r| r.top())
+                .map(|s| (s.client_cpu, s.server_cpu / share))
+                .collect();
+            Series::dots(caption(shape), points)
+        })
+        .collect();
+    series.push(Series::line(
+        "server full (0.9 of its share)",
+        vec![(0.0, 0.9), (1.1, 0.9)],
+    ));
+    // Drawn up to 2, which leaves the legend (upper left) room above the dots.
+    series.push(Series::line(
+        "generator full (0.9 of its core)",
+        vec![(0.9, 0.0), (0.9, 2.0)],
+    ));
+    panels(
+        &folder.join("filled-first.svg"),
+        "At each plateau, which side filled first (a dot per ramp)",
+        "generator CPU (fraction of its core)",
+        &[Panel {
+            y_label: "server CPU (fraction of its share)".into(),
+            series,
+        }],
+    )
+}
+
 /// p99 against offered load, every arm on one chart per shape (p99 spans
 /// three orders of magnitude, so the chart shows its logarithm), and the
 /// plateaus as bars with the spread over repeats.
@@ -662,6 +701,7 @@ fn plots(
             &rest,
         )?;
     }
+    filled_first(config, ramps, folder)?;
     let bar = |label: &str, s: &Spread| Bar {
         label: label.into(),
         value: s.median,

@@ -23,6 +23,13 @@ pub struct RampResult {
 }
 
 impl RampResult {
+    /// The step with the most goodput: the ramp's plateau.
+    pub fn top(&self) -> Option<&StepResult> {
+        self.steps
+            .iter()
+            .max_by(|a, b| a.goodput.total_cmp(&b.goodput))
+    }
+
     /// Each ramp with its steps (the rows of `steps.csv` with its arm, shape
     /// and repeat), its plateau and its knee.
     pub fn assemble(records: &[RampRecord], steps: &[StepResult]) -> Vec<RampResult> {
@@ -128,12 +135,7 @@ pub fn summarize(arm: &str, ramps: &[RampResult]) -> ArmSummary {
         let s = stream.iter().find(|s| s.ramp.repeat == u.ramp.repeat)?;
         (u.plateau > 0.0).then(|| s.plateau / u.plateau)
     });
-    let top = |r: &RampResult| -> Option<StepResult> {
-        r.steps
-            .iter()
-            .max_by(|a, b| a.goodput.total_cmp(&b.goodput))
-            .cloned()
-    };
+    let top = |r: &RampResult| -> Option<StepResult> { r.top().cloned() };
     let capacity = |ramps: &[&RampResult]| -> Vec<f64> {
         ramps
             .iter()
