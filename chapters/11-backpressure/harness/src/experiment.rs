@@ -87,6 +87,21 @@ pub enum Start {
     Resume,
 }
 
+/// [`main`] on a current-thread runtime of its own, for an experiment whose
+/// generator is pinned to one core: the runtime starts no thread, and the
+/// generator's timing thread is its only other one.
+pub fn main_on_one_thread<E: Experiment>(
+    flags: &Flags,
+    config: impl FnOnce() -> anyhow::Result<E>,
+    start: Start,
+    steps: Steps<E, impl AsyncFnOnce(&E, &Folder) -> anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(main(flags, config, start, steps))
+}
+
 /// Runs the experiment and renders it, or with `--render DIR` only renders.
 /// Prints the folder at the end either way. The run's `meta.json` says how
 /// it ended: finished, failed (with the error), or interrupted by Ctrl-C or

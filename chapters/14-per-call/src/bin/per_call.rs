@@ -14,27 +14,16 @@ fn main() -> ExitCode {
     } else {
         // The generator runs on one core (see placement): a current-thread
         // runtime suits it, and starts no thread of its own.
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow::Error::from)
-            .and_then(|runtime| {
-                let steps = Steps {
-                    run: per_call::run::run,
-                    // The run counts every call into its step as it goes
-                    // (steps.csv) and keeps every Nth call's record
-                    // (samples.csv), which the report does not read.
-                    reduce: harness::experiment::nothing_to_reduce,
-                    render: per_call::render::render,
-                    raw: &[per_call::records::SAMPLES],
-                };
-                runtime.block_on(harness::experiment::main(
-                    &args.flags,
-                    || args.config(),
-                    Start::Fresh,
-                    steps,
-                ))
-            })
+        let steps = Steps {
+            run: per_call::run::run,
+            // The run counts every call into its step as it goes
+            // (steps.csv) and keeps every Nth call's record
+            // (samples.csv), which the report does not read.
+            reduce: harness::experiment::nothing_to_reduce,
+            render: per_call::render::render,
+            raw: &[per_call::records::SAMPLES],
+        };
+        harness::experiment::main_on_one_thread(&args.flags, || args.config(), Start::Fresh, steps)
     };
     program::exit_code(result)
 }

@@ -14,28 +14,15 @@ fn main() -> ExitCode {
     } else if let Some(cpu_limits::config::Command::Serve(serve)) = &args.command {
         cpu_limits::remote::serve(serve)
     } else {
-        // The generator is pinned to one core: a current-thread runtime
-        // suits it (the loadgen's timing thread is its only other thread).
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow::Error::from)
-            .and_then(|runtime| {
-                let steps = Steps {
-                    run: cpu_limits::run::run,
-                    // The run's rows are its tables: one per arm, load and
-                    // block, and half a second of calls per arm.
-                    reduce: harness::experiment::nothing_to_reduce,
-                    render: cpu_limits::render::render,
-                    raw: &[],
-                };
-                runtime.block_on(harness::experiment::main(
-                    &args.flags,
-                    || args.config(),
-                    Start::Fresh,
-                    steps,
-                ))
-            })
+        let steps = Steps {
+            run: cpu_limits::run::run,
+            // The run's rows are its tables: one per arm, load and block,
+            // and half a second of calls per arm.
+            reduce: harness::experiment::nothing_to_reduce,
+            render: cpu_limits::render::render,
+            raw: &[],
+        };
+        harness::experiment::main_on_one_thread(&args.flags, || args.config(), Start::Fresh, steps)
     };
     program::exit_code(result)
 }
