@@ -21,7 +21,6 @@ use program::proc::{self, Pid};
 use proto::greeter::v1::greeter_client::GreeterClient;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
-
 use tonic::transport::{Channel, Endpoint};
 
 use crate::{
@@ -158,19 +157,23 @@ impl Ctx<'_> {
         if arm.burst {
             pod.set_burst(cpus)?;
         }
+        let server = self.start(arm, Some(&pod)).await?;
+        Ok(Server::Local(pod, Box::new(server)))
+    }
+
+    /// The server of `arm` in `pod` (none: outside any), as this run places it.
+    async fn start(&self, arm: Arm, pod: Option<&Pod>) -> anyhow::Result<Child<Serve>> {
         let mut wrapper = self.placement.clone();
-        wrapper.extend(pod.wrapper());
+        wrapper.extend(pod.map(Pod::wrapper).unwrap_or_default());
         let how = Spawn {
-            cpu: None,
             wrapper,
-            log: None,
+            ..Spawn::default()
         };
         let serve = Serve {
             arm,
             work_us: self.config.work_us,
         };
-        let server = Child::start(&self.exe, &serve, &how).await?;
-        Ok(Server::Local(pod, Box::new(server)))
+        Child::start(&self.exe, &serve, &how).await
     }
 
     /// The server's CPU time so far, and its pod's throttling.
@@ -284,23 +287,8 @@ async fn sees(ctx: &Ctx<'_>) -> anyhow::Result<Vec<SeesRow>> {
     let auto: Arm = "auto".parse().map_err(anyhow::Error::msg)?;
     let mut rows = Vec::new();
     for limit in SEES_LIMITS {
-        let (_pod, server) = match limit {
-            Some(cpus) => match ctx.server(cpus, auto).await? {
-                Server::Local(pod, server) => (Some(pod), *server),
-                Server::Remote { .. } => unreachable!("a remote run returned above"),
-            },
-            None => {
-                let how = Spawn {
-                    wrapper: ctx.placement.clone(),
-                    ..Spawn::default()
-                };
-                let serve = Serve {
-                    arm: auto,
-                    work_us: ctx.config.work_us,
-                };
-                (None, Child::start(&ctx.exe, &serve, &how).await?)
-            }
-        };
+        let pod = limit.map(|cpus| Pod::create("ch17", cpus)).transpose()?;
+        let server = ctx.start(auto, pod.as_ref()).await?;
         let inside = server.ready.clone();
         server.stop().await?;
         rows.push(SeesRow {
