@@ -41,8 +41,9 @@ struct Identity {
 }
 
 // ANCHOR: metrics
-/// The metrics page: the names cAdvisor gives a container's throttling, so
-/// that the same queries work on a cluster's own Prometheus.
+/// The metrics page: the runtime, the CPU time, and the throttling counts
+/// under the names cAdvisor gives a container's, so that the same queries
+/// work on a cluster's own Prometheus.
 fn metrics(me: &Identity) -> String {
     let cpu = proc::cpu_ns(Pid::This) as f64 / 1e9;
     let mut page = format!(
@@ -54,17 +55,7 @@ fn metrics(me: &Identity) -> String {
     );
     // Outside a cgroup with the cpu controller there is nothing more to say.
     if let Ok((stat, quota)) = harness::pod::own_limits() {
-        page.push_str(&format!(
-            "# TYPE container_cpu_cfs_periods_total counter\n\
-             container_cpu_cfs_periods_total {}\n\
-             # TYPE container_cpu_cfs_throttled_periods_total counter\n\
-             container_cpu_cfs_throttled_periods_total {}\n\
-             # TYPE container_cpu_cfs_throttled_seconds_total counter\n\
-             container_cpu_cfs_throttled_seconds_total {}\n",
-            stat.periods,
-            stat.throttled,
-            stat.throttled_us as f64 / 1e6
-        ));
+        page.push_str(&stat.prometheus());
         if let Some((quota, period)) = quota {
             page.push_str(&format!(
                 "# TYPE cpu_limits_quota_cpus gauge\ncpu_limits_quota_cpus {}\n",

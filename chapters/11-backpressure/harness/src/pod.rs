@@ -59,6 +59,24 @@ impl Throttling {
             throttled_us: self.throttled_us.saturating_sub(earlier.throttled_us),
         }
     }
+
+    // ANCHOR: prometheus
+    /// These counts as Prometheus text, under the names cAdvisor gives a
+    /// container's, so that a cluster's own queries work on them.
+    pub fn prometheus(&self) -> String {
+        format!(
+            "# TYPE container_cpu_cfs_periods_total counter\n\
+             container_cpu_cfs_periods_total {}\n\
+             # TYPE container_cpu_cfs_throttled_periods_total counter\n\
+             container_cpu_cfs_throttled_periods_total {}\n\
+             # TYPE container_cpu_cfs_throttled_seconds_total counter\n\
+             container_cpu_cfs_throttled_seconds_total {}\n",
+            self.periods,
+            self.throttled,
+            self.throttled_us as f64 / 1e6
+        )
+    }
+    // ANCHOR_END: prometheus
 }
 
 /// A cgroup with a CPU quota; dropping it kills what runs inside and removes it.
