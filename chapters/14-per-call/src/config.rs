@@ -23,7 +23,10 @@ use crate::{
 /// Markdown and SVG to --out.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "per_call", version)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Server arms, FLAVOUR-HANDLER: `ct` (current-thread runtime) or `mtN`
     /// (multi-thread, N workers), `inline` or `spawn` (a task per call or message)
     #[arg(
@@ -92,6 +95,12 @@ pub struct Args {
     /// cpu controller
     #[arg(long, value_name = "CPUS")]
     pub server_cpus: Option<f64>,
+    /// Drive a server started elsewhere with `per_call serve` (in a pod of a
+    /// real cluster, deploy/k8s/), reached at its metrics address: its gRPC
+    /// and REST ports are read from there. --arms then names the one arm it
+    /// runs; its CPU limit is its pod's
+    #[arg(long, value_name = "HOST:PORT")]
+    pub target: Option<String>,
     /// --quick: a short version that keeps the shape of the result (one
     /// repeat, shorter and fewer steps, and only ct-inline and mt2-spawn when
     /// more arms are named); --render DIR: an earlier run, rendered again
@@ -107,6 +116,13 @@ pub struct Args {
     /// Run as a server process, configured over stdin (the experiment starts these itself)
     #[arg(long, hide = true)]
     pub serve_child: bool,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// One arm's server alone, for a pod of a real cluster (deploy/k8s/):
+    /// the echo over gRPC and REST, and its own counts for --target
+    Serve(crate::remote::ServeArgs),
 }
 
 /// The settings a run really uses, checked: what `config.json` holds.
@@ -140,6 +156,10 @@ pub struct Config {
     /// The server's CPU quota, in CPUs; none: as much as its core gives.
     #[serde(default)]
     pub server_cpus: Option<f64>,
+    /// The metrics address of a server started elsewhere (`per_call serve`);
+    /// none: the run starts its own servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     pub quick: bool,
     pub raw_every: u64,
     pub out: PathBuf,
@@ -183,6 +203,21 @@ impl Args {
         {
             bail!("--server-cpus must be between 0.05 and 64 (got {cpus})");
         }
+        if self.target.is_some() {
+            if self.server_cpus.is_some() {
+                bail!(
+                    "--server-cpus is refused with --target: the server's CPU limit is its pod's \
+                     (`resources.limits.cpu`), not this program's"
+                );
+            }
+            if self.arms.len() != 1 {
+                bail!(
+                    "with --target, --arms names the one arm the server runs (`per_call serve \
+                     --arm ...`), e.g. --arms ct-inline; got {}",
+                    self.arms.len()
+                );
+            }
+        }
         let quick = self.flags.quick;
         let mut c = Config {
             arms: self.arms.clone(),
@@ -203,6 +238,7 @@ impl Args {
             strace: !self.no_strace,
             pin: !self.no_pin,
             server_cpus: self.server_cpus,
+            target: self.target.clone(),
             quick,
             raw_every: self.raw_every,
             out: self.out.clone(),

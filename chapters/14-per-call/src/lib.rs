@@ -9,7 +9,8 @@
 //! drives every shape open-loop through a ramp of rates ([`load`], [`ramp`]).
 //! It reads as config -> run -> records -> render: [`config`], [`run`]
 //! (with [`h2load`] and [`syscalls`] as cross-checks), [`records`],
-//! [`summary`] and [`render`].
+//! [`summary`] and [`render`]. [`remote`] splits the two across machines:
+//! `per_call serve` in one pod, the experiment's `--target` in another.
 
 pub mod arm;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod load;
 pub mod placement;
 pub mod ramp;
 pub mod records;
+pub mod remote;
 pub mod render;
 pub mod rest;
 pub mod run;

@@ -177,7 +177,8 @@ pub struct StepResult {
     #[serde(default)]
     pub connections_failed: u64,
     /// The kernel's count of connections its listen queues turned away
-    /// during the step (`TcpExt ListenOverflows`, machine-wide).
+    /// during the step (`TcpExt ListenOverflows`, in the server's network
+    /// namespace: machine-wide on one machine, the pod's in a cluster).
     #[serde(default)]
     pub listen_overflows: u64,
     /// Failed slots by kind, `kind=count` separated by `; `.
@@ -187,8 +188,9 @@ pub struct StepResult {
     /// beside the p99 it measures (empty in runs made before it was kept).
     #[serde(default)]
     pub late_p99_ms: Option<f64>,
-    /// With `--server-cpus`: the quota's periods during the step, and how
-    /// many of them ended with the server stopped for having spent it.
+    /// With a CPU quota (`--server-cpus`, or a remote server's pod): the
+    /// quota's periods during the step, and how many of them ended with the
+    /// server stopped for having spent it.
     #[serde(default)]
     pub periods: Option<u64>,
     #[serde(default)]

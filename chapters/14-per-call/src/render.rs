@@ -35,6 +35,13 @@ pub struct Results<'a> {
 pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let placement: Placement = folder.read_json(PLACEMENT)?;
     let records: Vec<RampRecord> = folder.read_json(RAMPS)?;
+    // A server that found itself in a quota it was not given here (its
+    // pod's, with --target) is judged against that quota.
+    let found = records.iter().find_map(|r| r.server.quota_cpus);
+    let config = &Config {
+        server_cpus: config.server_cpus.or(found),
+        ..config.clone()
+    };
     let steps: Vec<StepResult> = folder.read_csv(STEPS)?;
     let check: CrossCheck = folder.read_json(H2LOAD)?;
     let syscalls: Syscalls = folder.read_json(SYSCALLS)?;

@@ -23,18 +23,16 @@ use crate::{
     config::Config,
     h2load::cross_check,
     load::{Load, Rest, connect},
-    placement::{have, place},
+    placement::{Placement, have, place},
     ramp::{PerUnit, Shape, StepResult, knee, plateau},
     records::{
         H2LOAD, PLACEMENT, RAMPS, RampRecord, SAMPLES, STEPS, SYSCALLS, SampleRow, Syscalls,
     },
+    remote::Remote,
     rest::Http,
     server::{ServeArm, ServerInfo, Snapshot, Stats},
     syscalls::{Probe, count},
 };
-
-/// A running server process of one arm.
-pub type Server = Child<ServeArm>;
 
 /// Starts the server for `arm`, on `cpu` if given, under `wrapper` if any.
 pub async fn start_server(
@@ -42,7 +40,7 @@ pub async fn start_server(
     arm: Arm,
     cpu: Option<usize>,
     wrapper: Vec<String>,
-) -> anyhow::Result<Server> {
+) -> anyhow::Result<Child<ServeArm>> {
     let how = Spawn {
         cpu,
         wrapper,
@@ -52,7 +50,7 @@ pub async fn start_server(
 }
 
 /// Asks a server for its totals so far.
-pub async fn snapshot(server: &mut Server) -> anyhow::Result<Snapshot> {
+pub async fn snapshot(server: &mut Child<ServeArm>) -> anyhow::Result<Snapshot> {
     server.ask(&Stats).await
 }
 
@@ -80,6 +78,12 @@ pub fn verify(info: &ServerInfo, arm: Arm) -> anyhow::Result<()> {
         .iter()
         .filter(|n| *n == crate::arm::WORKER_THREAD_NAME)
         .count();
+    check(info, arm, named)
+}
+
+/// Checks the server's account against the arm, with `named` worker threads
+/// counted by whoever could see its threads.
+fn check(info: &ServerInfo, arm: Arm, named: usize) -> anyhow::Result<()> {
     let expected_named = match arm.flavour {
         Flavour::CurrentThread => 0,
         Flavour::MultiThread(n) => n,
@@ -98,21 +102,73 @@ pub fn verify(info: &ServerInfo, arm: Arm) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// With `--server-cpus`, a fresh pod for one server, and the words that
-/// start a program inside it; without, nothing and no words.
-fn pod(config: &Config) -> anyhow::Result<(Option<Pod>, Vec<String>)> {
-    let pod = config
-        .server_cpus
-        .map(|cpus| Pod::create("ch14", cpus))
-        .transpose()?;
-    let wrapper = pod.as_ref().map(Pod::wrapper).unwrap_or_default();
-    Ok((pod, wrapper))
+/// The server a ramp drives.
+enum Server {
+    /// A fresh process for each ramp, in a fresh pod with `--server-cpus`
+    /// (dropped after the process: the pod kills what is left in it).
+    Local {
+        child: Box<Child<ServeArm>>,
+        _pod: Option<Pod>,
+    },
+    /// With `--target`: the one server out there, for every ramp.
+    Remote(Remote, ServerInfo),
+}
+
+impl Server {
+    async fn start(ctx: &Ctx<'_>, arm: Arm) -> anyhow::Result<Server> {
+        if let Some((remote, info)) = &ctx.remote {
+            if info.arm != arm.to_string() {
+                bail!(
+                    "the server at --target runs {}, not {arm}: give --arms {}",
+                    info.arm,
+                    info.arm
+                );
+            }
+            // Its threads are out of sight: its own count has to do.
+            check(info, arm, info.named_worker_threads)?;
+            return Ok(Server::Remote(remote.clone(), info.clone()));
+        }
+        let pod = ctx
+            .config
+            .server_cpus
+            .map(|cpus| Pod::create("ch14", cpus))
+            .transpose()?;
+        let wrapper = pod.as_ref().map(Pod::wrapper).unwrap_or_default();
+        let child = start_server(&ctx.exe, arm, ctx.server_cpu, wrapper).await?;
+        verify(&child.ready, arm)?;
+        Ok(Server::Local {
+            child: Box::new(child),
+            _pod: pod,
+        })
+    }
+
+    fn info(&self) -> &ServerInfo {
+        match self {
+            Server::Local { child, .. } => &child.ready,
+            Server::Remote(_, info) => info,
+        }
+    }
+
+    async fn snapshot(&mut self) -> anyhow::Result<Snapshot> {
+        match self {
+            Server::Local { child, .. } => snapshot(child).await,
+            Server::Remote(remote, _) => remote.snapshot().await,
+        }
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        match self {
+            Server::Local { child, .. } => child.stop().await,
+            Server::Remote(..) => Ok(()),
+        }
+    }
 }
 
 struct Ctx<'a> {
     config: &'a Config,
     exe: PathBuf,
     server_cpu: Option<usize>,
+    remote: Option<(Remote, ServerInfo)>,
     now: Now,
     samples: Vec<SampleRow>,
 }
@@ -126,23 +182,20 @@ async fn one_ramp(
 ) -> anyhow::Result<(RampRecord, Vec<StepResult>)> {
     let c = ctx.config;
     let loadavg_1m = proc::loadavg_1m().unwrap_or(f64::NAN);
-    // A fresh group per ramp, as each ramp has a fresh server: its
-    // throttling counts are this ramp's alone.
-    let (pod, wrapper) = pod(c)?;
-    let mut server = start_server(&ctx.exe, arm, ctx.server_cpu, wrapper).await?;
-    verify(&server.ready, arm)?;
+    let mut server = Server::start(ctx, arm).await?;
+    let at_start = server.snapshot().await?;
     let ramp = c.ramp(shape);
     // Every shape goes through the same bounded open-loop driver; only what
     // one slot does differs.
     let load = match shape.http() {
         None => {
-            let channel = connect(server.ready.addr).await?;
+            let channel = connect(server.info().addr).await?;
             Load::open(shape, channel, c.streams, c.deadline).await?
         }
         Some(http) => {
             let addr = match http {
-                Http::H1 => server.ready.rest.h1,
-                Http::H2 => server.ready.rest.h2,
+                Http::H1 => server.info().rest.h1,
+                Http::H2 => server.info().rest.h2,
             };
             Load::Rest(Rest::new(http, addr, c.h1_connections, c.deadline)?)
         }
@@ -167,20 +220,13 @@ async fn one_ramp(
             counters.clone(),
         );
         let slots = Schedule::constant(rate, c.step).slots();
-        let before = snapshot(&mut server).await?;
-        let throttled_before = pod.as_ref().map(Pod::throttling).transpose()?;
-        let overflows_before = listen_overflows();
+        let before = server.snapshot().await?;
         let client_before = sends_cpu_ns();
         let started = std::time::Instant::now();
         let records: Vec<SlotRecord> = drive(slots, counters).await;
         let wall = started.elapsed();
         *ctx.now.lock().expect("not poisoned") = Default::default();
-        let delta = snapshot(&mut server).await?.since(&before);
-        let throttled = match (&pod, throttled_before) {
-            (Some(pod), Some(before)) => Some(pod.throttling()?.since(&before)),
-            _ => None,
-        };
-        let overflows = listen_overflows().saturating_sub(overflows_before);
+        let delta = server.snapshot().await?.since(&before);
         let client_cpu = (sends_cpu_ns() - client_before) as f64 / wall.as_nanos() as f64;
         let units = match shape {
             Shape::Unary => delta.unary_calls,
@@ -197,9 +243,9 @@ async fn one_ramp(
             connections_opened: delta.connections,
             connections_open: delta.open_connections,
             connections_failed: delta.failed_connections,
-            listen_overflows: overflows,
-            periods: throttled.map(|t| t.periods),
-            throttled_periods: throttled.map(|t| t.throttled),
+            listen_overflows: delta.listen_overflows,
+            periods: delta.throttling.map(|t| t.periods),
+            throttled_periods: delta.throttling.map(|t| t.throttled),
             ..StepResult::from_records(&records, rate, c.step)
         }
         .with_per_unit(PerUnit::of(&delta, units));
@@ -215,9 +261,9 @@ async fn one_ramp(
         arm: arm.to_string(),
         shape,
         repeat,
-        server: server.ready.clone(),
+        server: server.info().clone(),
         loadavg_1m,
-        throttling: pod.as_ref().map(Pod::throttling).transpose()?,
+        throttling: server.snapshot().await?.since(&at_start).throttling,
     };
     server.stop().await?;
     Ok((record, steps))
@@ -225,7 +271,24 @@ async fn one_ramp(
 
 /// Runs the experiment; this program is started again as the server.
 pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
-    let mut placement = place(config.pin)?;
+    let remote = match &config.target {
+        Some(target) => Some(Remote::connect(target).await?),
+        None => None,
+    };
+    let mut placement = match &remote {
+        Some((_, info)) => Placement {
+            pinned: false,
+            note: format!(
+                "the server runs elsewhere (--target {}): {} with {} workers, on its CPUs {}; \
+                 the generator not pinned",
+                config.target.as_deref().unwrap_or_default(),
+                info.arm,
+                info.workers,
+                info.cpus_allowed
+            ),
+        },
+        None => place(config.pin)?,
+    };
     if let Some(cpus) = config.server_cpus {
         // Made once here so that a machine that cannot limit CPU says so
         // before the first ramp, not after minutes of running.
@@ -248,6 +311,7 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
         config,
         exe: std::env::current_exe()?,
         server_cpu: placement.pinned.then_some(0),
+        remote,
         now,
         samples: Vec::new(),
     };
@@ -283,20 +347,24 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     folder.write_json(RAMPS, &ramps)?;
     folder.write_csv(STEPS, &steps)?;
     folder.write_csv(SAMPLES, &ctx.samples)?;
-    // The cross-check against the first arm, on a fresh server.
-    let arm = config.arms[0];
-    let (_pod, wrapper) = pod(config)?;
-    let server = start_server(&ctx.exe, arm, ctx.server_cpu, wrapper).await?;
+    // The cross-check against the first arm, on a fresh server (or the
+    // one out there).
+    let server = Server::start(&ctx, config.arms[0]).await?;
     let calls = (config.unary_ramp.to * config.step.as_secs_f64()).max(1000.0) as u64;
     let check = cross_check(
-        server.ready.addr,
+        server.info().addr,
         calls,
         config.max_in_flight,
         folder.path(),
     );
     server.stop().await?;
     folder.write_json(H2LOAD, &check)?;
-    let syscalls = if !config.strace {
+    let syscalls = if config.target.is_some() {
+        Syscalls {
+            note: "skipped: the server runs elsewhere (--target), out of strace's reach".into(),
+            counts: vec![],
+        }
+    } else if !config.strace {
         Syscalls {
             note: "skipped: --no-strace (or --quick)".into(),
             counts: vec![],
@@ -342,28 +410,6 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
     ticker.abort();
     Ok(())
 }
-
-// ANCHOR: listen_overflows
-/// Connections the kernel turned away because a listen queue was full
-/// (`TcpExt: ListenOverflows` in /proc/net/netstat), machine-wide: on a
-/// machine running only this experiment, the server's. 0 where unreadable.
-pub fn listen_overflows() -> u64 {
-    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
-    let mut lines = text.lines();
-    // The file holds pairs of lines: names, then values, each prefixed `TcpExt:`.
-    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-        if names.starts_with("TcpExt:") {
-            return names
-                .split_whitespace()
-                .zip(values.split_whitespace())
-                .find(|(name, _)| *name == "ListenOverflows")
-                .and_then(|(_, v)| v.parse().ok())
-                .unwrap_or(0);
-        }
-    }
-    0
-}
-// ANCHOR_END: listen_overflows
 
 /// The generator's CPU time so far, its sends' alone: the precise timer's own
 /// thread, which spins through the gaps between slots and yields to the sends,

@@ -8,7 +8,8 @@
 //! says where it listens and what it really runs on
 //! ([`ServerInfo`]), then answers every [`Stats`] question with a
 //! [`Snapshot`]. It exits when its stdin closes, so it never outlives the
-//! experiment.
+//! experiment. `per_call serve` ([`crate::remote`]) runs the same [`bind`]
+//! on ports of its own choosing and answers over HTTP instead.
 
 use std::{
     net::SocketAddr,
@@ -20,7 +21,7 @@ use std::{
 };
 
 use anyhow::Context;
-use harness::child::Role;
+use harness::{child::Role, pod::Throttling};
 use program::proc::{self, Pid};
 use proto::{
     greeter::v1::{HelloReply, HelloRequest, greeter_server},
@@ -153,6 +154,10 @@ pub struct ServerInfo {
     pub threads: usize,
     /// The CPUs the kernel lets this process run on (`Cpus_allowed_list`).
     pub cpus_allowed: String,
+    /// The CPU quota of the server's own cgroup, in CPUs, as it read it from
+    /// the inside; none: no quota.
+    #[serde(default)]
+    pub quota_cpus: Option<f64>,
 }
 
 /// Running totals of the server process; the experiment takes differences.
@@ -177,6 +182,14 @@ pub struct Snapshot {
     /// REST connections that ended with an error.
     pub failed_connections: u64,
     pub accept_errors: u64,
+    /// Connections the kernel turned away from a full listen queue, in the
+    /// server's network namespace ([`listen_overflows`]).
+    #[serde(default)]
+    pub listen_overflows: u64,
+    /// The server's cgroup's throttling counts, read from the inside; none
+    /// when its group has no CPU quota.
+    #[serde(default)]
+    pub throttling: Option<Throttling>,
 }
 
 impl Snapshot {
@@ -196,11 +209,18 @@ impl Snapshot {
             open_connections: self.open_connections,
             failed_connections: self.failed_connections - earlier.failed_connections,
             accept_errors: self.accept_errors - earlier.accept_errors,
+            listen_overflows: self
+                .listen_overflows
+                .saturating_sub(earlier.listen_overflows),
+            throttling: self
+                .throttling
+                .zip(earlier.throttling)
+                .map(|(now, then)| now.since(&then)),
         }
     }
 }
 
-fn snapshot(counts: &Counts, runtime: &tokio::runtime::Handle) -> Snapshot {
+pub fn snapshot(counts: &Counts, runtime: &tokio::runtime::Handle) -> Snapshot {
     let metrics = runtime.metrics();
     let workers = 0..metrics.num_workers();
     Snapshot {
@@ -218,8 +238,35 @@ fn snapshot(counts: &Counts, runtime: &tokio::runtime::Handle) -> Snapshot {
         open_connections: counts.connections.open.load(Ordering::Relaxed),
         failed_connections: counts.connections.failed.load(Ordering::Relaxed),
         accept_errors: counts.connections.accept_errors.load(Ordering::Relaxed),
+        listen_overflows: listen_overflows(),
+        throttling: harness::pod::own_limits()
+            .ok()
+            .and_then(|(stat, quota)| quota.map(|_| stat)),
     }
 }
+
+// ANCHOR: listen_overflows
+/// Connections the kernel turned away because a listen queue was full
+/// (`TcpExt: ListenOverflows` in /proc/net/netstat), in this process's
+/// network namespace: on a machine (or in a pod) running only this server,
+/// the server's. 0 where unreadable.
+pub fn listen_overflows() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut lines = text.lines();
+    // The file holds pairs of lines: names, then values, each prefixed `TcpExt:`.
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if names.starts_with("TcpExt:") {
+            return names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .find(|(name, _)| *name == "ListenOverflows")
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
+}
+// ANCHOR_END: listen_overflows
 
 /// The server's configuration, as the experiment hands it over: which arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -258,55 +305,108 @@ fn worker_threads_named(arm: Arm) -> Vec<String> {
     }
 }
 
-// ANCHOR: serve_process
-/// The server process: `per_call --serve-child`. Blocks until stdin closes.
-pub fn serve_process() -> anyhow::Result<()> {
-    let ServeArm { arm } = harness::child::config()?;
-    let runtime = arm.runtime().context("cannot build the runtime")?;
-    let counts = Arc::new(Counts::default());
-    let echo = Echo {
-        handler: arm.handler,
-        counts: counts.clone(),
+/// Where a server listens: gRPC, and REST over each HTTP version.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    pub grpc: SocketAddr,
+    pub h1: SocketAddr,
+    pub h2: SocketAddr,
+}
+
+impl Listen {
+    /// Free loopback ports: a server the experiment starts itself.
+    pub const LOOPBACK: Listen = Listen {
+        grpc: SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0),
+        h1: SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0),
+        h2: SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0),
     };
-    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+}
+
+/// The gRPC server, bound, run until its `stop` future ends.
+pub type Serving =
+    std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+
+/// Binds the echo's three ports and starts its REST side on the current
+/// runtime; returns where it listens and the gRPC server, to be driven.
+pub async fn bind(
+    echo: Echo,
+    on: Listen,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<(SocketAddr, RestAddrs, Serving)> {
+    let listen = |addr: SocketAddr| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))
+    };
+    let listener = listen(on.grpc).await?;
     let addr = listener.local_addr()?;
     // `serve_with_incoming` ignores tonic's `tcp_nodelay` setting (on by
     // default with `serve`), so it is set here: with Nagle's algorithm on,
     // small replies wait for the client's ACKs and the arms measure that.
     let incoming = TcpListenerStream::new(listener)
         .map(|accepted| accepted.and_then(|stream| stream.set_nodelay(true).map(|()| stream)));
-    let server = tonic::transport::Server::builder()
+    let grpc = tonic::transport::Server::builder()
         .add_service(greeter_server::GreeterServer::new(echo.clone()))
         .add_service(streamer_server::StreamerServer::new(echo.clone()))
-        .serve_with_incoming(incoming);
+        .serve_with_incoming_shutdown(incoming, stop);
     // The REST echo: its own ports, the same runtime, the same handler arm.
-    let h1 = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let h2 = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let rest_addrs = RestAddrs {
+    let (h1, h2) = (listen(on.h1).await?, listen(on.h2).await?);
+    let rest = RestAddrs {
         h1: h1.local_addr()?,
         h2: h2.local_addr()?,
     };
+    let counts = echo.counts.clone();
     let router = rest::router(echo);
-    runtime.spawn(rest::serve(h1, Http::H1, router.clone(), counts.clone()));
-    runtime.spawn(rest::serve(h2, Http::H2, router, counts.clone()));
-    // The harness's control thread answers the questions; it is not a
-    // runtime thread, and it is started before the threads are counted, so
-    // the count includes it.
-    let handle = runtime.handle().clone();
-    let link = harness::child::answer::<ServeArm>(move |Stats| snapshot(&counts, &handle))?;
+    tokio::spawn(rest::serve(h1, Http::H1, router.clone(), counts.clone()));
+    tokio::spawn(rest::serve(h2, Http::H2, router, counts));
+    Ok((addr, rest, Box::pin(grpc)))
+}
+
+// ANCHOR: serve_process
+/// What the server runs on, read from the runtime and from /proc; call it
+/// once every thread the process will have is started.
+pub fn info(
+    arm: Arm,
+    runtime: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    rest: RestAddrs,
+) -> ServerInfo {
     let names = worker_threads_named(arm);
-    link.ready(&ServerInfo {
+    ServerInfo {
         addr,
-        rest: rest_addrs,
+        rest,
         pid: std::process::id(),
         arm: arm.to_string(),
         workers: runtime.metrics().num_workers(),
         named_worker_threads: names.iter().filter(|n| *n == WORKER_THREAD_NAME).count(),
         threads: names.len(),
         cpus_allowed: proc::cpus_allowed(),
-    })?;
+        quota_cpus: harness::pod::own_limits()
+            .ok()
+            .and_then(|(_, quota)| quota)
+            .map(|(quota, period)| quota as f64 / period as f64),
+    }
+}
+
+/// The server process: `per_call --serve-child`. Blocks until stdin closes.
+pub fn serve_process() -> anyhow::Result<()> {
+    let ServeArm { arm } = harness::child::config()?;
+    let runtime = arm.runtime().context("cannot build the runtime")?;
+    let echo = Echo {
+        handler: arm.handler,
+        counts: Arc::default(),
+    };
+    let counts = echo.counts.clone();
+    let (addr, rest, grpc) =
+        runtime.block_on(bind(echo, Listen::LOOPBACK, std::future::pending()))?;
+    // The harness's control thread answers the questions; it is not a
+    // runtime thread, and it is started before the threads are counted, so
+    // the count includes it.
+    let handle = runtime.handle().clone();
+    let link = harness::child::answer::<ServeArm>(move |Stats| snapshot(&counts, &handle))?;
+    link.ready(&info(arm, &runtime, addr, rest))?;
     // On a current-thread runtime, this thread is the runtime's only worker.
-    runtime.block_on(server)?;
+    runtime.block_on(grpc)?;
     Ok(())
 }
 // ANCHOR_END: serve_process

@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = if args.serve_child {
         per_call::server::serve_process()
+    } else if let Some(per_call::config::Command::Serve(serve)) = &args.command {
+        per_call::remote::serve(serve)
     } else {
         // The generator runs on one core (see placement): a current-thread
         // runtime suits it, and starts no thread of its own.
