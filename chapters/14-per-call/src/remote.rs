@@ -106,7 +106,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let me = info(arm, &runtime, addr, rest);
     eprintln!(
         "serving gRPC on {addr}, REST on {} (HTTP/1.1) and {} (HTTP/2), and the server's \
-         counts on http://{}/snapshot: {arm} ({} workers; CPUs allowed {})",
+         counts on http://{}/snapshot: {arm} (runtime workers: {}; CPUs allowed {})",
         rest.h1,
         rest.h2,
         page.local_addr()?,

@@ -279,7 +279,7 @@ pub async fn run(config: &Config, folder: &Folder) -> anyhow::Result<()> {
         Some((_, info)) => Placement {
             pinned: false,
             note: format!(
-                "the server runs elsewhere (--target {}): {} with {} workers, on its CPUs {}; \
+                "the server runs elsewhere (--target {}): {}, runtime workers: {}, its CPUs {}; \
                  the generator not pinned",
                 config.target.as_deref().unwrap_or_default(),
                 info.arm,
