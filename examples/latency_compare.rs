@@ -8,9 +8,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    program::exit_code(perf::latency::run(perf::latency::Args::parse()).await)
+    program::exit_code(perf::latency::run(program::args::<perf::latency::Args>()).await)
 }

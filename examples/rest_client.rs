@@ -8,9 +8,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    program::exit_code(grpc_client::rest::run(grpc_client::RestArgs::parse()).await)
+    program::exit_code(grpc_client::rest::run(program::args::<grpc_client::RestArgs>()).await)
 }

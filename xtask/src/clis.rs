@@ -1,72 +1,115 @@
 //! Every program the book tells a reader to run, with its real command line.
 //!
-//! `cargo run -p grpc-server -- --mtls` in a chapter is checked by handing
-//! `--mtls` to `grpc_server::Cli::try_parse_from`, the very parser the binary
-//! uses. Renaming a flag, a binary or a package therefore fails the check until
-//! the book says the new name. A program missing from this table fails too, so
-//! a new binary cannot slip into the book unchecked.
+//! `cargo run -p grpc-server -- --mtls` in a chapter is checked by running
+//! the `grpc-server` binary with `--mtls` and [`program::CHECK_ARGS`] set:
+//! every program reads its command line with `program::args`, which then
+//! only parses it, with the very parser the program uses, and exits. The
+//! programs are found in the workspace (`cargo metadata`), not in a list
+//! here: a new chapter's binary is checked as soon as it exists, and renaming
+//! a flag, a binary or a package fails the check until the book says the new
+//! name.
 
+use std::{
+    collections::BTreeSet,
+    path::PathBuf,
+    process::{Command, Stdio},
+    sync::{Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
 use clap::{Parser, error::ErrorKind};
+use serde::Deserialize;
 
-type ParseFn = fn(&[String]) -> Result<(), clap::Error>;
+/// A binary or an example of a workspace package.
+#[derive(Debug, Clone, PartialEq)]
+struct Program {
+    package: String,
+    name: String,
+    example: bool,
+}
 
-/// (package, binary or example, parser).
-const PROGRAMS: &[(&str, &str, ParseFn)] = &[
-    ("workshop", "workshop", parse::<stack::Args>),
-    ("workshop", "rest_client", parse::<grpc_client::RestArgs>),
-    ("workshop", "latency_compare", parse::<perf::latency::Args>),
-    ("perf", "choose_deadline", parse::<perf::choose::Args>),
-    ("perf", "frontend", parse::<perf::propagation::Args>),
-    ("perf", "retry_storm", parse::<perf::retry::Args>),
-    ("perf", "silent", parse::<perf::silent::Args>),
-    ("proto", "wire_size", parse::<proto::cli::WireSizeArgs>),
-    ("proto", "grpc_frame", parse::<proto::cli::GrpcFrameArgs>),
-    ("certs", "certs", parse::<certs::cli::Args>),
-    ("grpc-server", "grpc-server", parse::<grpc_server::Cli>),
-    ("grpc-client", "grpc-client", parse::<grpc_client::Args>),
-    (
-        "proto",
-        "status_table",
-        parse::<proto::cli::StatusTableArgs>,
-    ),
-    ("rest-server", "rest-server", parse::<rest_server::Cli>),
-    ("streaming", "flow_control", parse::<streaming::cli::Args>),
-    (
-        "streaming",
-        "slow_reader",
-        parse::<streaming::slow_reader::Args>,
-    ),
-    ("stack", "stack", parse::<stack::Args>),
-    ("loadgen", "loadgen", parse::<loadgen::cli::Args>),
-    ("overload", "overload", parse::<overload::Args>),
-    ("ingest", "ingest", parse::<ingest::Args>),
-    ("per-call", "per_call", parse::<per_call::config::Args>),
-    ("admission", "admission", parse::<admission::Args>),
-    ("network", "network", parse::<network::cli::Cli>),
-    ("fleet", "fleet", parse::<fleet::cli::Cli>),
-    (
-        "cpu-limits",
-        "cpu_limits",
-        parse::<cpu_limits::config::Args>,
-    ),
-    ("xtask", "xtask", parse::<crate::Cli>),
-];
+/// What `cargo metadata --no-deps` says, as far as it is read here.
+#[derive(Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+    target_directory: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct Package {
+    name: String,
+    targets: Vec<Target>,
+    default_run: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Target {
+    name: String,
+    kind: Vec<String>,
+}
+
+struct Workspace {
+    programs: Vec<Program>,
+    /// Each package's `default-run`, where it has one.
+    default_run: Vec<(String, String)>,
+    packages: BTreeSet<String>,
+    target_dir: PathBuf,
+}
+
+/// The workspace's programs, read once per xtask run.
+fn workspace() -> anyhow::Result<&'static Workspace> {
+    static WORKSPACE: OnceLock<Workspace> = OnceLock::new();
+    if let Some(w) = WORKSPACE.get() {
+        return Ok(w);
+    }
+    let output = Command::new(env!("CARGO"))
+        .current_dir(crate::check::workspace_root())
+        .args(["metadata", "--no-deps", "--format-version", "1", "--locked"])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo metadata")?;
+    anyhow::ensure!(output.status.success(), "cargo metadata failed");
+    let metadata: Metadata =
+        serde_json::from_slice(&output.stdout).context("cargo metadata's output")?;
+    let mut programs = Vec::new();
+    for package in &metadata.packages {
+        for target in &package.targets {
+            let example = target.kind.iter().any(|k| k == "example");
+            if example || target.kind.iter().any(|k| k == "bin") {
+                programs.push(Program {
+                    package: package.name.clone(),
+                    name: target.name.clone(),
+                    example,
+                });
+            }
+        }
+    }
+    let workspace = Workspace {
+        programs,
+        default_run: metadata
+            .packages
+            .iter()
+            .filter_map(|p| Some((p.name.clone(), p.default_run.clone()?)))
+            .collect(),
+        packages: metadata.packages.iter().map(|p| p.name.clone()).collect(),
+        target_dir: metadata.target_directory,
+    };
+    Ok(WORKSPACE.get_or_init(|| workspace))
+}
 
 /// The package whose binary (or example) is called `bin`.
 pub fn package_of(bin: &str) -> Option<&'static str> {
-    PROGRAMS
+    workspace()
+        .ok()?
+        .programs
         .iter()
-        .find(|(_, name, _)| *name == bin)
-        .map(|(package, _, _)| *package)
+        .find(|p| p.name == bin)
+        .map(|p| p.package.as_str())
 }
 
-fn parse<T: Parser>(args: &[String]) -> Result<(), clap::Error> {
-    let name = T::command().get_name().to_string();
-    match T::try_parse_from(std::iter::once(name).chain(args.iter().cloned())) {
-        Ok(_) => Ok(()),
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => Ok(()),
-        Err(e) => Err(e),
-    }
+pub fn is_workspace_package(name: &str) -> anyhow::Result<bool> {
+    Ok(workspace()?.packages.contains(name))
 }
 
 /// What `cargo run ...` would run, and with which arguments.
@@ -118,64 +161,136 @@ pub fn cargo_run(words: &[String]) -> anyhow::Result<CargoRun> {
     })
 }
 
-/// How a `cargo run` was checked.
-#[derive(Debug, PartialEq)]
-pub enum Checked {
-    /// Its arguments parse with the program's own parser.
-    Parsed,
-    /// An example whose parser is private to its file: the command must be one
-    /// that a step of `book/observe/*.toml` runs, so CI runs it for real.
-    MustBeObserved,
-}
+/// How long a program may take to check its command line (a first build of
+/// it is not counted).
+const PATIENCE: Duration = Duration::from_secs(20);
 
-/// Checks one `cargo run` against the program table and the program's parser.
-pub fn check_cargo_run(run: &CargoRun) -> anyhow::Result<Checked> {
-    if run.example
-        && !PROGRAMS
-            .iter()
-            .any(|(p, t, _)| *p == run.package && Some(*t) == run.target.as_deref())
-    {
-        return Ok(Checked::MustBeObserved);
+/// Checks one `cargo run` against the workspace's programs and the
+/// program's own parser.
+pub fn check_cargo_run(run: &CargoRun) -> anyhow::Result<()> {
+    if run.package == "xtask" {
+        // This very program: its parser is at hand.
+        return parse::<crate::Cli>(&run.args)
+            .map_err(|e| rejects("xtask", &run.args, &e.render().to_string()));
     }
-    let in_package: Vec<_> = PROGRAMS
-        .iter()
-        .filter(|(p, _, _)| *p == run.package)
-        .collect();
+    let workspace = workspace()?;
     anyhow::ensure!(
-        !in_package.is_empty(),
-        "no package `{}` in the program table (xtask/src/clis.rs)",
+        workspace.packages.contains(&run.package),
+        "no package `{}` in the workspace",
         run.package
     );
+    let in_package: Vec<&Program> = workspace
+        .programs
+        .iter()
+        .filter(|p| p.package == run.package && p.example == run.example)
+        .collect();
     let program = match &run.target {
         Some(target) => in_package
             .iter()
-            .find(|(_, t, _)| t == target)
+            .find(|p| p.name == *target)
             .ok_or_else(|| {
                 anyhow::anyhow!("package `{}` has no program `{target}`", run.package)
             })?,
-        // `cargo run` without --bin runs the package's binary named after it
-        // (the root's `default-run`), or its only one.
-        None if in_package.iter().any(|(_, t, _)| *t == run.package) => in_package
+        // `cargo run` without --bin runs the package's `default-run`, or its
+        // only binary.
+        None => match workspace
+            .default_run
             .iter()
-            .find(|(_, t, _)| *t == run.package)
-            .copied()
-            .expect("just checked"),
-        None if in_package.len() == 1 => in_package[0],
-        None => anyhow::bail!(
-            "package `{}` has several programs; the command must say which with --bin",
-            run.package
-        ),
+            .find(|(p, _)| *p == run.package)
+        {
+            Some((_, name)) => in_package
+                .iter()
+                .find(|p| p.name == *name)
+                .context("default-run names no binary")?,
+            None if in_package.len() == 1 => &in_package[0],
+            None => anyhow::bail!(
+                "package `{}` has several programs (or none); the command must say which with --bin",
+                run.package
+            ),
+        },
     };
-    (program.2)(&run.args).map_err(|e| {
-        let message = e.render().to_string();
-        let first = message.lines().next().unwrap_or("").to_string();
-        anyhow::anyhow!("`{}` rejects {:?}: {first}", program.1, run.args)
-    })?;
-    Ok(Checked::Parsed)
+    let exe = built(workspace, program)?;
+    let mut child = Command::new(&exe)
+        .args(&run.args)
+        .env(program::CHECK_ARGS, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {}", exe.display()))?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "`{}` did not exit within {PATIENCE:?} of checking its arguments: does its main \
+                 read them with program::args?",
+                program.name
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut said = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        use std::io::Read;
+        let _ = err.read_to_string(&mut said);
+    }
+    Err(rejects(&program.name, &run.args, &said))
 }
 
-pub fn is_workspace_package(name: &str) -> bool {
-    PROGRAMS.iter().any(|(p, _, _)| *p == name)
+fn rejects(program: &str, args: &[String], message: &str) -> anyhow::Error {
+    let first = message.lines().next().unwrap_or("").to_string();
+    anyhow::anyhow!("`{program}` rejects {args:?}: {first}")
+}
+
+fn parse<T: Parser>(args: &[String]) -> Result<(), clap::Error> {
+    let name = T::command().get_name().to_string();
+    match T::try_parse_from(std::iter::once(name).chain(args.iter().cloned())) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The program's executable, built (once per xtask run) as the workspace's
+/// sources are now.
+fn built(workspace: &Workspace, program: &Program) -> anyhow::Result<PathBuf> {
+    static BUILT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let kind = if program.example {
+        "--example"
+    } else {
+        "--bin"
+    };
+    let mut built = BUILT.lock().expect("not poisoned");
+    if !built.contains(&program.name) {
+        let status = Command::new(env!("CARGO"))
+            .current_dir(crate::check::workspace_root())
+            .args([
+                "build",
+                "-q",
+                "--locked",
+                "-p",
+                &program.package,
+                kind,
+                &program.name,
+            ])
+            .status()
+            .context("cannot run cargo build")?;
+        anyhow::ensure!(status.success(), "cannot build `{}`", program.name);
+        built.insert(program.name.clone());
+    }
+    let dir = workspace.target_dir.join("debug");
+    Ok(match program.example {
+        true => dir.join("examples").join(&program.name),
+        false => dir.join(&program.name),
+    })
 }
 
 #[cfg(test)]
@@ -201,6 +316,7 @@ mod tests {
     fn accepts_the_real_flags() {
         check_cargo_run(&cargo_run(&words("-p grpc-server -- --mtls --addr 127.0.0.1:1")).unwrap())
             .unwrap();
+        check_cargo_run(&cargo_run(&words("--example rest_client -- --help")).unwrap()).unwrap();
         check_cargo_run(&cargo_run(&words("-p certs -- --show")).unwrap()).unwrap();
         check_cargo_run(&cargo_run(&words("-p stack -- --help")).unwrap()).unwrap();
     }
@@ -212,6 +328,9 @@ mod tests {
             .unwrap_err();
         assert!(flag.to_string().contains("--mutual-tls"), "{flag}");
         assert!(check_cargo_run(&cargo_run(&words("-p proto --bin wiresize")).unwrap()).is_err());
+        assert!(
+            check_cargo_run(&cargo_run(&words("-p xtask -- observe --chek")).unwrap()).is_err()
+        );
         assert!(check_cargo_run(&cargo_run(&words("-p grpc-servr")).unwrap()).is_err());
         assert!(
             check_cargo_run(&cargo_run(&words("-p proto")).unwrap()).is_err(),

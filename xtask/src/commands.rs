@@ -12,7 +12,7 @@ use std::{collections::BTreeSet, path::Path};
 
 use crate::{
     check::{Book, at},
-    clis::{self, Checked},
+    clis,
     markdown::{Page, shell_segments},
     observe::{
         self,
@@ -40,11 +40,11 @@ pub fn check_commands(page: &Page, observed: &BTreeSet<String>, problems: &mut V
                 .skip_while(|w| is_env_assignment(w))
                 .collect();
             match words.first().map(String::as_str) {
-                Some("cargo") => match check_cargo(&words[1..]) {
-                    Ok(Checked::Parsed) => {}
-                    Ok(Checked::MustBeObserved) => needs_observation = true,
-                    Err(e) => problems.push(format!("{}: `{command}`: {e:#}", at(page, line))),
-                },
+                Some("cargo") => {
+                    if let Err(e) = check_cargo(&words[1..]) {
+                        problems.push(format!("{}: `{command}`: {e:#}", at(page, line)));
+                    }
+                }
                 Some(tool) if NOT_RUN.contains(&tool) => {}
                 Some(_) => needs_observation = true,
                 None => {}
@@ -70,7 +70,7 @@ pub fn is_env_assignment(word: &str) -> bool {
 
 /// `cargo run` is parsed against the program; other cargo commands must name
 /// real packages.
-fn check_cargo(words: &[String]) -> anyhow::Result<Checked> {
+fn check_cargo(words: &[String]) -> anyhow::Result<()> {
     match words.first().map(String::as_str) {
         Some("run") => clis::check_cargo_run(&clis::cargo_run(&words[1..])?),
         Some("xtask") => clis::check_cargo_run(&clis::CargoRun {
@@ -83,13 +83,13 @@ fn check_cargo(words: &[String]) -> anyhow::Result<Checked> {
             if words[0] != "install" {
                 for pair in words.windows(2) {
                     if (pair[0] == "-p" || pair[0] == "--package")
-                        && !clis::is_workspace_package(&pair[1])
+                        && !clis::is_workspace_package(&pair[1])?
                     {
                         anyhow::bail!("no workspace package `{}`", pair[1]);
                     }
                 }
             }
-            Ok(Checked::Parsed)
+            Ok(())
         }
         other => anyhow::bail!(
             "the book's checks do not know `cargo {}`",

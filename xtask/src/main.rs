@@ -102,7 +102,7 @@ enum Task {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = program::args::<Cli>();
     let root = workspace_root();
     let result = match cli.task {
         Task::Observe { chapters, check } => observe::observe(&root, &chapters, check),

@@ -3,10 +3,9 @@
 use std::process::ExitCode;
 
 use certs::{Pki, cli::Args, inspect, pki::Outcome};
-use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = program::args::<Args>();
     let pki = Pki::new(&args.dir);
     let result = if args.show {
         show(&pki)

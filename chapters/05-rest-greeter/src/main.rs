@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use prometheus_client::registry::Registry;
 use rest_server::{BoundServer, Cli};
 use tokio::sync::oneshot;
@@ -10,7 +9,7 @@ use tokio::sync::oneshot;
 #[tokio::main]
 async fn main() -> ExitCode {
     program::init_tracing();
-    let cli = Cli::parse();
+    let cli = program::args::<Cli>();
     let result = async {
         let (listening, ready) = oneshot::channel();
         let mut server = BoundServer::bind(&cli.server)

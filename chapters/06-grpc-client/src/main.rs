@@ -3,9 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    program::exit_code(grpc_client::run(grpc_client::Args::parse()).await)
+    program::exit_code(grpc_client::run(program::args::<grpc_client::Args>()).await)
 }

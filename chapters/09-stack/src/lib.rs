@@ -59,7 +59,7 @@ pub struct Args {
 /// Ctrl-C or SIGTERM (with an [`Exit`](program::Exit) of that signal's status).
 pub fn main() -> anyhow::Result<()> {
     program::init_tracing();
-    let args = Args::parse();
+    let args = program::args::<Args>();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the Tokio runtime")?;
     runtime.block_on(async {
         let mut stack = Stack::start(&args).await?;

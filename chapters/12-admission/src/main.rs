@@ -4,12 +4,11 @@
 use std::process::ExitCode;
 
 use admission::{Args, Child, config::RunArgs};
-use clap::Parser;
 use harness::{Start, experiment::Steps};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = program::args::<Args>();
     let result = match args.command {
         Some(Child::Serve) => admission::children::serve().await,
         Some(Child::Client) => admission::children::client().await,

@@ -2,12 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use harness::{Start, experiment::Steps};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    program::exit_code(experiment(overload::Args::parse()).await)
+    program::exit_code(experiment(program::args::<overload::Args>()).await)
 }
 
 async fn experiment(args: overload::Args) -> anyhow::Result<()> {

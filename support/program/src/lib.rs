@@ -2,6 +2,8 @@
 //! is about. It sits outside the chapter sequence (`support/`), so that the
 //! crate graph of `chapters/` stays the book's prerequisite graph.
 //!
+//! - [`args`]: how every program reads its command line, and how the book's
+//!   commands are checked against it;
 //! - [`exit_code`] and [`Exit`]: how every program ends;
 //! - [`init_tracing`]: where logs go;
 //! - [`shutdown_signal`]: when a server starts to drain, and [`stop_signals`]
@@ -16,6 +18,23 @@ pub mod proc;
 pub mod ready_file;
 
 use std::{fmt, path::PathBuf, process::ExitCode};
+
+/// Set in a program's environment, it only checks its command line: exit
+/// status 0 if the program's parser accepts it (or it asks for --help), 2
+/// with clap's message if not, and nothing run. `cargo xtask check-book`
+/// checks every command the book shows this way, with the program's own
+/// parser, and needs no list of the programs.
+pub const CHECK_ARGS: &str = "WORKSHOP_CHECK_ARGS";
+
+/// The command line, parsed by `T` (clap's `Parser::parse`: a bad one ends
+/// the program with status 2 and clap's message); see [`CHECK_ARGS`].
+pub fn args<T: clap::Parser>() -> T {
+    let parsed = T::parse();
+    if std::env::var_os(CHECK_ARGS).is_some() {
+        std::process::exit(0);
+    }
+    parsed
+}
 
 /// Every program's last line: success exits 0; an error is printed once, with
 /// its chain of causes on one line (`error: cannot read certs/ca.pem: No such

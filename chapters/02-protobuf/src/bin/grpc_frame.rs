@@ -8,12 +8,11 @@
 
 use std::{io::Write, process::ExitCode};
 
-use clap::Parser;
 use proto::cli::GrpcFrameArgs as Args;
 use proto::greeter::v1::HelloRequest;
 
 fn main() -> ExitCode {
-    program::exit_code(write_frame(Args::parse()))
+    program::exit_code(write_frame(program::args::<Args>()))
 }
 
 fn write_frame(args: Args) -> anyhow::Result<()> {

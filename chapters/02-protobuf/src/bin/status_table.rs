@@ -3,10 +3,9 @@
 //! line and the REST server's problems are read from. The book's copy is
 //! written by `cargo xtask status-table`.
 
-use clap::Parser;
 use proto::{cli::StatusTableArgs, status};
 
 fn main() {
-    StatusTableArgs::parse();
+    program::args::<StatusTableArgs>();
     print!("{}", status::markdown_table());
 }

@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use prost::Message;
 use proto::cli::WireSizeArgs as Args;
 use proto::greeter::v1::HelloRequest;
@@ -16,7 +15,7 @@ struct JsonGreeting<'a> {
 }
 
 fn main() -> ExitCode {
-    program::exit_code(wire_size(&Args::parse()))
+    program::exit_code(wire_size(&program::args::<Args>()))
 }
 
 fn wire_size(args: &Args) -> anyhow::Result<()> {

@@ -4,7 +4,6 @@
 use std::{fs, io::Write, process::ExitCode};
 
 use anyhow::Context;
-use clap::Parser;
 use program::Exit;
 use streaming::{
     cli::Args,
@@ -17,7 +16,7 @@ const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     program::init_tracing();
-    program::exit_code(flow_control(Args::parse()))
+    program::exit_code(flow_control(program::args::<Args>()))
 }
 
 fn flow_control(args: Args) -> anyhow::Result<()> {

@@ -5,7 +5,6 @@
 use std::{io::Write, process::ExitCode, time::Duration};
 
 use anyhow::Context;
-use clap::Parser;
 use streaming::{
     flow::size,
     slow_reader::{self, Args, Budget, Sample},
@@ -14,7 +13,7 @@ use streaming::{
 fn main() -> ExitCode {
     // At `info` the server would log every one of the streams it ends.
     program::init_tracing_at("warn");
-    program::exit_code(slow_reader(Args::parse()))
+    program::exit_code(slow_reader(program::args::<Args>()))
 }
 
 fn slow_reader(args: Args) -> anyhow::Result<()> {

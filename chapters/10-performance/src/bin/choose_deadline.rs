@@ -5,9 +5,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    program::exit_code(perf::choose::run(perf::choose::Args::parse()).await)
+    program::exit_code(perf::choose::run(program::args::<perf::choose::Args>()).await)
 }

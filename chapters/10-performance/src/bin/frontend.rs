@@ -3,12 +3,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use perf::propagation::{Args, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     program::init_tracing();
-    let args = Args::parse();
+    let args = program::args::<Args>();
     program::exit_code(run(&args, program::shutdown_signal()).await)
 }

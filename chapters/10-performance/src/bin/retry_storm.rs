@@ -5,11 +5,10 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context;
-use clap::Parser;
 use perf::retry::{Args, Config, Policy, Snapshot, comparison, progress_line, run, summary};
 
 fn main() -> ExitCode {
-    program::exit_code(retry_storm(&Args::parse()))
+    program::exit_code(retry_storm(&program::args::<Args>()))
 }
 
 fn retry_storm(args: &Args) -> anyhow::Result<()> {

@@ -1,11 +1,10 @@
 use std::process::ExitCode;
 
-use clap::Parser;
 use ingest::{Args, Command};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let result = match Args::parse().command {
+    let result = match program::args::<Args>().command {
         Command::Serve(args) => {
             program::init_tracing();
             ingest::server::run(args).await

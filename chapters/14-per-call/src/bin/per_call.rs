@@ -3,12 +3,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use harness::{Start, experiment::Steps};
 use per_call::config::Args;
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = program::args::<Args>();
     let result = if args.serve_child {
         per_call::server::serve_process()
     } else if let Some(per_call::config::Command::Serve(serve)) = &args.command {

@@ -2,13 +2,12 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use network::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     // Warnings only: the experiment's servers would log every call.
     program::init_tracing_at("warn");
-    let cli = Cli::parse();
+    let cli = program::args::<Cli>();
     // `run --lab` moves into the client's namespace before the runtime
     // starts: its worker threads, and so every socket the run opens, follow.
     if let Command::Run(args) = &cli.command

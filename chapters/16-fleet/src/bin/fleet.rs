@@ -2,13 +2,12 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use fleet::cli::Cli;
 
 fn main() -> ExitCode {
     // Warnings only: the replicas would log every call.
     program::init_tracing_at("warn");
-    let cli = Cli::parse();
+    let cli = program::args::<Cli>();
     let runtime = tokio::runtime::Runtime::new();
     program::exit_code(
         runtime

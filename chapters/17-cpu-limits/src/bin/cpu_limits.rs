@@ -3,12 +3,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use cpu_limits::config::Args;
 use harness::{Start, experiment::Steps};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = program::args::<Args>();
     let result = if args.serve_child {
         cpu_limits::server::serve_process()
     } else if let Some(cpu_limits::config::Command::Serve(serve)) = &args.command {
