@@ -23,29 +23,20 @@ export CARGO_TARGET_DIR=$dir/target
 export CARGO_TERM_COLOR=never
 cargo fetch --locked -q
 
-# The commands as the README's table gives them, each reduced to its build.
-builds=(
-    "cargo run|build --bin workshop"
-    "cargo run -p proto --bin wire_size|build -p proto --bin wire_size"
-    "cargo run -p proto --bin status_table|build -p proto --bin status_table"
-    "cargo run -p certs|build -p certs"
-    "cargo run -p grpc-server|build -p grpc-server"
-    "cargo run -p rest-server|build -p rest-server"
-    "cargo run -p grpc-client -- hello|build -p grpc-client"
-    "cargo run --example rest_client|build --example rest_client"
-    "cargo run -p streaming --bin flow_control|build -p streaming --bin flow_control"
-    "cargo run -p stack|build -p stack"
-    "cargo run -p ingest -- compare|build -p ingest"
-    "cargo run -p loadgen|build -p loadgen"
-    "cargo run -p overload -- --quick|build -p overload"
-    "cargo run -p network -- run --quick|build -p network"
-    "cargo run -p fleet -- run --quick|build -p fleet"
-    "cargo run --release --example latency_compare|build --release --example latency_compare"
-    "cargo run --release -p perf --bin choose_deadline|build --release -p perf --bin choose_deadline"
-    "cargo run --release -p admission|build --release -p admission"
-    "cargo run --release -p overload|build --release -p overload"
-    "cargo run --release -p per-call --bin per_call|build --release -p per-call --bin per_call"
-)
+# The commands as the README's table gives them (the lines `cargo xtask
+# readme` draws it between), each once and reduced to its build: `cargo run
+# ARGS -- ...` builds what `cargo build ARGS` does. Debug builds first, then
+# the release ones, which compile an optimised copy of the dependencies.
+mapfile -t runs < <(sed -n '/^<!-- chapters:/,/^<!-- end of chapters/p' README.md |
+    grep -o '`cargo run[^`]*`' | tr -d '`' | sed 's/ -- .*//' | awk '!seen[$0]++')
+builds=()
+for release in no yes; do
+    for run in "${runs[@]}"; do
+        [[ " $run " == *" --release "* ]] && is=yes || is=no
+        [ "$is" = "$release" ] && builds+=("$run|${run#cargo run}")
+    done
+done
+builds=("${builds[@]/|/|build}")
 
 mib() { du -sm "$1" 2>/dev/null | cut -f1; }
 

@@ -172,6 +172,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
         check_commands(page, &observed, &mut problems);
     }
     check_observed(book, &pages, &mut problems)?;
+    crate::readme::check(&book.root, &mut problems);
     anchors::check(&book.root, &pages, &mut problems)?;
     figures::check(book, &pages, &mut problems)?;
     match book

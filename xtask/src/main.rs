@@ -31,6 +31,7 @@ mod figures;
 mod markdown;
 mod observe;
 mod quiz;
+mod readme;
 mod rerender;
 
 use std::{path::Path, process::ExitCode};
@@ -71,6 +72,8 @@ enum Task {
     Answers,
     /// Regenerate book/src/generated/status-codes.md from proto::status
     StatusTable,
+    /// Regenerate README.md's table of chapters from book/src/SUMMARY.md and each page's README line
+    Readme,
     /// Draw every run kept in book/src/results/ again from its tables (with
     /// --render, into target/rerender/), and today's from its raw records in
     /// book/raw/; fail if a file differs
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         Task::HandTyped { pages } => figures::list_hand_typed(&Book { root: root.clone() }, &pages),
         Task::Answers => answers(&root),
         Task::StatusTable => status_table(&root),
+        Task::Readme => readme::write(&root),
         Task::Rerender { update, from_raw } => rerender::rerender(&root, update, from_raw),
         Task::Exercises => exercises::check(&root),
         Task::Browser => browser::check(&root),
