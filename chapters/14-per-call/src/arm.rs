@@ -3,7 +3,7 @@
 
 use std::{fmt, str::FromStr};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The Tokio runtime the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -96,20 +96,8 @@ impl FromStr for Arm {
     }
 }
 
-/// On disk an arm is its name, as on the command line.
-impl Serialize for Arm {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Arm {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Arm, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
+// On disk an arm is its name, as on the command line.
+harness::text_serde!(Arm);
 
 impl fmt::Display for Arm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -85,20 +85,8 @@ impl fmt::Display for Arm {
     }
 }
 
-/// On disk an arm is its name, as on the command line.
-impl Serialize for Arm {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Arm {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Arm, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
+// On disk an arm is its name, as on the command line.
+harness::text_serde!(Arm);
 
 /// The machine's CPUs, as this process (outside any pod) sees them.
 pub fn machine_cpus() -> usize {

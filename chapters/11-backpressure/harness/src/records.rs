@@ -14,6 +14,36 @@ use std::{
 use anyhow::Context;
 use serde::{Serialize, de::DeserializeOwned};
 
+#[doc(hidden)]
+pub use serde as __serde;
+
+/// On disk, a type is written as it is typed on the command line: serde
+/// goes through its `Display` and `FromStr`, so a `config.json` or a CSV
+/// column says `mt2-spawn`, not a nested object. `harness::text_serde!(Arm);`
+#[macro_export]
+macro_rules! text_serde {
+    ($type:ty) => {
+        impl $crate::records::__serde::Serialize for $type {
+            fn serialize<S: $crate::records::__serde::Serializer>(
+                &self,
+                s: S,
+            ) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> $crate::records::__serde::Deserialize<'de> for $type {
+            fn deserialize<D: $crate::records::__serde::Deserializer<'de>>(
+                d: D,
+            ) -> Result<$type, D::Error> {
+                <String as $crate::records::__serde::Deserialize>::deserialize(d)?
+                    .parse()
+                    .map_err(<D::Error as $crate::records::__serde::de::Error>::custom)
+            }
+        }
+    };
+}
+
 /// Writes `rows` as CSV with a header. An empty table still gets its header,
 /// so a reader can tell "no rows" from "no file".
 pub fn write_csv<T: Serialize + DeserializeOwned>(path: &Path, rows: &[T]) -> anyhow::Result<()> {

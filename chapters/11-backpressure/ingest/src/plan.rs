@@ -137,21 +137,9 @@ impl FromStr for ServicePlan {
     }
 }
 
-/// On disk (a configuration, a contract) a plan is written as it is typed:
-/// `10ms@0s,40ms@12s,10ms@24s`.
-impl serde::Serialize for ServicePlan {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ServicePlan {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ServicePlan, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
+// On disk (a configuration, a contract) a plan is written as it is typed:
+// `10ms@0s,40ms@12s,10ms@24s`.
+harness::text_serde!(ServicePlan);
 
 impl fmt::Display for ServicePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
