@@ -92,17 +92,8 @@ impl Pod {
     /// a quota spans however many cores the group's threads run on.
     pub fn create(name: &str, cpus: f64) -> anyhow::Result<Pod> {
         let quota_us = quota_us(cpus)?;
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-            .context("cannot read /proc/self/mountinfo to find the cgroup filesystem")?;
-        let Some((version, root)) = cpu_hierarchy(&mountinfo, |dir| {
-            fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
-        }) else {
-            bail!(
-                "no cgroup filesystem with the cpu controller is mounted here (neither \
-                 cgroup v2 listing `cpu` in cgroup.controllers nor cgroup v1's `cpu`), so \
-                 a CPU limit cannot be set; run without the CPU limit option"
-            );
-        };
+        let (version, root) =
+            mounted().context("cannot set a CPU limit (run without the CPU limit option)")?;
         remove_stale(&root);
         if version == Version::V2 {
             // A v2 group has the cpu files only if its parent hands the
@@ -220,16 +211,24 @@ impl Drop for Pod {
     }
 }
 
+/// The mounted cgroup hierarchy that has the cpu controller, and its root.
+fn mounted() -> anyhow::Result<(Version, PathBuf)> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+        .context("cannot read /proc/self/mountinfo to find the cgroup filesystem")?;
+    cpu_hierarchy(&mountinfo, |dir| {
+        fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
+    })
+    .context(
+        "no cgroup filesystem with the cpu controller is mounted here (neither cgroup v2 \
+         listing `cpu` in cgroup.controllers nor cgroup v1's `cpu`)",
+    )
+}
+
 /// The group this process runs in, as a process inside a container or a pod
 /// finds its own: the cpu hierarchy's mount, and the path `/proc/self/cgroup`
 /// gives for it (`/` inside a container with its own cgroup namespace).
 pub fn own() -> anyhow::Result<(Version, PathBuf)> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-        .context("cannot read /proc/self/mountinfo to find the cgroup filesystem")?;
-    let (version, root) = cpu_hierarchy(&mountinfo, |dir| {
-        fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
-    })
-    .context("no cgroup filesystem with the cpu controller is mounted here")?;
+    let (version, root) = mounted()?;
     let cgroup =
         fs::read_to_string("/proc/self/cgroup").context("cannot read /proc/self/cgroup")?;
     let path = own_path(&cgroup, version).context("/proc/self/cgroup names no cpu group")?;
