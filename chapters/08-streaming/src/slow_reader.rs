@@ -105,6 +105,9 @@ pub enum Budget {
     Off,
 }
 
+// The report names a run as `--budget` chose it.
+program::clap_name_display!(Budget);
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub budget: Budget,

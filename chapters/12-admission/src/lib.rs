@@ -62,17 +62,6 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Fixed32 => "fixed-32",
-            PolicyKind::Fixed8 => "fixed-8",
-            PolicyKind::Fixed4 => "fixed-4",
-            PolicyKind::Fixed2 => "fixed-2",
-            PolicyKind::Adaptive => "adaptive",
-            PolicyKind::Target => "target",
-        }
-    }
-
     /// The budget the server starts with.
     pub fn start_budget(self) -> usize {
         match self {
@@ -84,6 +73,11 @@ impl PolicyKind {
         }
     }
 }
+
+// A policy is printed as `--policies` takes it; serde's renames above must
+// spell it the same, since the contract and the records carry it (a test
+// checks that they do).
+program::clap_name_display!(PolicyKind);
 
 /// Fixed or adaptive admission: the seed's experiment, replicated.
 ///
@@ -110,4 +104,17 @@ pub enum Child {
     /// The open-loop client (started by the runner)
     #[command(hide = true)]
     Client,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_is_spelled_alike_on_the_command_line_and_on_disk() {
+        for policy in PolicyKind::value_variants() {
+            let on_disk = serde_json::to_value(policy).unwrap();
+            assert_eq!(on_disk, serde_json::json!(policy.to_string()));
+        }
+    }
 }

@@ -55,7 +55,7 @@ pub fn plots(folder: &Folder, a: &Analysis, traces: &[Trace]) -> anyhow::Result<
             .iter()
             .map(|t| {
                 Series::line(
-                    t.policy.name(),
+                    t.policy.to_string(),
                     t.timeline.iter().map(|p| (p.0, f(p))).collect(),
                 )
             })
@@ -83,8 +83,8 @@ pub fn plots(folder: &Folder, a: &Analysis, traces: &[Trace]) -> anyhow::Result<
         &shown
             .iter()
             .map(|t| Panel {
-                y_label: format!("{} send (ms)", t.policy.name()),
-                series: vec![Series::dots(t.policy.name(), t.sends.clone())],
+                y_label: format!("{} send (ms)", t.policy),
+                series: vec![Series::dots(t.policy.to_string(), t.sends.clone())],
             })
             .collect::<Vec<_>>(),
     )

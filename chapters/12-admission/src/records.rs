@@ -78,7 +78,7 @@ pub fn load(run: &Folder, attempt: &Attempt, workers: usize) -> anyhow::Result<(
     let timeline: Vec<Sample> = run.read_csv(TIMELINE)?;
     let run = Run {
         block: attempt.block,
-        policy: attempt.policy.name().to_string(),
+        policy: attempt.policy.to_string(),
         position: attempt.position,
         messages: messages
             .iter()

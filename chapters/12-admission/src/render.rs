@@ -35,11 +35,7 @@ pub fn reduce(config: &Config, raw: &Folder, out: &Folder) -> anyhow::Result<()>
         runs.push(run);
         traces.push(trace);
     }
-    let names: Vec<String> = contract
-        .policies
-        .iter()
-        .map(|p| p.name().to_string())
-        .collect();
+    let names: Vec<String> = contract.policies.iter().map(|p| p.to_string()).collect();
     let analysis = analysis::analyse(
         &runs,
         &names,

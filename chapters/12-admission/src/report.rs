@@ -254,7 +254,7 @@ fn run_order(o: &mut String, c: &Contract) {
         o,
         &header,
         c.policies.iter().map(|&p| {
-            let mut row = vec![p.name().to_string()];
+            let mut row = vec![p.to_string()];
             row.extend((0..positions).map(|i| {
                 c.order
                     .iter()

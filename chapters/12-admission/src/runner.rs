@@ -101,17 +101,13 @@ pub async fn run(
                 continue;
             }
             let earlier = ledger.iter().filter(mine).count();
-            let label = format!(
-                "[{done}/{total}] block {block} #{} {}",
-                position + 1,
-                policy.name()
-            );
+            let label = format!("[{done}/{total}] block {block} #{} {policy}", position + 1);
             let mut ok = false;
             for attempt in earlier..earlier + MAX_ATTEMPTS {
                 let dir = if attempt == 0 {
-                    format!("runs/b{block}-{}", policy.name())
+                    format!("runs/b{block}-{policy}")
                 } else {
-                    format!("runs/b{block}-{}-attempt{}", policy.name(), attempt + 1)
+                    format!("runs/b{block}-{policy}-attempt{}", attempt + 1)
                 };
                 let run = folder.sub(&dir)?;
                 if let Some(live) = live {
@@ -168,8 +164,7 @@ pub async fn run(
             }
             if !ok {
                 bail!(
-                    "{} in block {block} failed {MAX_ATTEMPTS} times; see {} (--resume continues)",
-                    policy.name(),
+                    "{policy} in block {block} failed {MAX_ATTEMPTS} times; see {} (--resume continues)",
                     folder.join(LEDGER).display()
                 );
             }

@@ -37,29 +37,10 @@ pub enum Policy {
     RetryAfter,
 }
 
-impl Policy {
-    pub const ALL: [Policy; 7] = [
-        Policy::Wait,
-        Policy::Reject,
-        Policy::Drop,
-        Policy::DropLifo,
-        Policy::RetryNaive,
-        Policy::RetryBudget,
-        Policy::RetryAfter,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Wait => "wait",
-            Policy::Reject => "reject",
-            Policy::Drop => "drop",
-            Policy::DropLifo => "drop-lifo",
-            Policy::RetryNaive => "retry-naive",
-            Policy::RetryBudget => "retry-budget",
-            Policy::RetryAfter => "retry-after",
-        }
-    }
-}
+// A policy and a transport are printed as `--policies` and `--transports`
+// take them, in tables, file names and metric labels alike; serde's
+// kebab-case must spell them the same (a test checks that it does).
+program::clap_name_display!(Policy);
 
 /// How the callers reach the server: the same pool of workers behind each.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,17 +54,7 @@ pub enum Transport {
     RestH2,
 }
 
-impl Transport {
-    pub const ALL: [Transport; 3] = [Transport::Grpc, Transport::RestH1, Transport::RestH2];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Grpc => "grpc",
-            Transport::RestH1 => "rest-h1",
-            Transport::RestH2 => "rest-h2",
-        }
-    }
-}
+program::clap_name_display!(Transport);
 
 /// Overload policies compared: a server of fixed capacity under open-loop load
 /// from half its capacity to three times it; per policy and load, goodput,
@@ -331,7 +302,7 @@ impl Experiment for Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
+    use clap::{Parser, ValueEnum};
 
     fn config() -> Config {
         Args::parse_from(["overload"]).config().unwrap()
@@ -342,8 +313,8 @@ mod tests {
         let c = config();
         assert_eq!(c.capacity(), 400.0);
         assert_eq!(c.loads, [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]);
-        assert_eq!(c.policies, Policy::ALL);
-        assert_eq!(c.transports, Transport::ALL);
+        assert_eq!(c.policies, Policy::value_variants());
+        assert_eq!(c.transports, Transport::value_variants());
         let quick = Args::parse_from(["overload", "--quick"]).config().unwrap();
         assert_eq!(quick.loads, [0.5, 1.0, 2.0, 3.0]);
         assert!(quick.step < c.step);
@@ -374,5 +345,17 @@ mod tests {
         }
         assert!(Args::try_parse_from(["overload", "--policies", "pray"]).is_err());
         assert!(Args::try_parse_from(["overload", "--transports", "carrier-pigeon"]).is_err());
+    }
+
+    #[test]
+    fn policies_and_transports_are_spelled_alike_on_the_command_line_and_on_disk() {
+        for policy in Policy::value_variants() {
+            let on_disk = serde_json::to_value(policy).unwrap();
+            assert_eq!(on_disk, serde_json::json!(policy.to_string()));
+        }
+        for transport in Transport::value_variants() {
+            let on_disk = serde_json::to_value(transport).unwrap();
+            assert_eq!(on_disk, serde_json::json!(transport.to_string()));
+        }
     }
 }

@@ -18,25 +18,28 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::server::{Fate, Pool};
+use crate::{
+    config::{Policy, Transport},
+    server::{Fate, Pool},
+};
 
 /// The cell whose server the scrape reads.
 #[derive(Clone, Default)]
 pub struct Watch(Arc<Mutex<Option<Cell>>>);
 
 struct Cell {
-    transport: &'static str,
-    policy: &'static str,
+    transport: String,
+    policy: String,
     load: String,
     pool: Arc<Pool>,
 }
 
 impl Watch {
     /// From now on, scrapes read `pool`, the server of this cell.
-    pub fn show(&self, transport: &'static str, policy: &'static str, load: f64, pool: Arc<Pool>) {
+    pub fn show(&self, transport: Transport, policy: Policy, load: f64, pool: Arc<Pool>) {
         *self.0.lock().unwrap() = Some(Cell {
-            transport,
-            policy,
+            transport: transport.to_string(),
+            policy: policy.to_string(),
             load: load.to_string(),
             pool,
         });
@@ -73,8 +76,9 @@ impl Collector for Watch {
         let Some(cell) = cell.as_ref() else {
             return Ok(());
         };
-        let transport = ("transport", cell.transport);
-        let (policy, load) = (("policy", cell.policy), ("load", cell.load.as_str()));
+        let transport = ("transport", cell.transport.as_str());
+        let policy = ("policy", cell.policy.as_str());
+        let load = ("load", cell.load.as_str());
         let mut calls = e.encode_descriptor(
             "overload_calls",
             "Calls that have ended inside the server, by fate",

@@ -69,9 +69,5 @@ pub struct ArrivalRow {
 
 /// The file of one kind of record of one cell, under `raw/`.
 pub fn raw_file(transport: Transport, policy: Policy, load: f64, kind: &str) -> String {
-    format!(
-        "raw/{}-{}-{load}x-{kind}.csv",
-        transport.name(),
-        policy.name()
-    )
+    format!("raw/{transport}-{policy}-{load}x-{kind}.csv")
 }

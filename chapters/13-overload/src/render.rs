@@ -47,7 +47,7 @@ fn table(config: &Config, transport: Transport, cells: &[Cell]) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {}x | {:.0} | {:.0} | {} | {} | {:.0}% | {} | {:.0}% | {:.0}% | {:.2} | {} / {} |",
-                policy.name(),
+                policy,
                 c.load,
                 c.offered_per_s,
                 c.goodput_per_s,
@@ -74,7 +74,7 @@ fn anchored(name: &str, text: &str) -> String {
 /// The transports side by side: per policy and load, each figure as
 /// `grpc / rest-h1 / rest-h2` (in the run's order of transports).
 fn side_by_side(config: &Config, cells: &[Cell]) -> String {
-    let names: Vec<&str> = config.transports.iter().map(|t| t.name()).collect();
+    let names: Vec<String> = config.transports.iter().map(|t| t.to_string()).collect();
     let mut out = format!(
         "Each figure: {}.\n\n| policy | load | goodput/s | ok p99 ms | refused | wasted work | attempts/call |\n|---|---:|---:|---:|---:|---:|---:|\n",
         names.join(" / ")
@@ -96,7 +96,7 @@ fn side_by_side(config: &Config, cells: &[Cell]) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {load}x | {} | {} | {} | {} | {} |",
-                policy.name(),
+                policy,
                 each(&|c| format!("{:.0}", c.goodput_per_s)),
                 each(&|c| format!("{:.1}", c.ok_latency.p99_ms)),
                 each(&|c| format!("{:.0}%", share(c.refused, c.calls))),
@@ -177,9 +177,9 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     // table, alone.
     let mut tables = anchored("settings", &settings);
     for &transport in &config.transports {
-        let name = transport.name();
+        let name = transport.to_string();
         let _ = writeln!(tables, "\n### {name}\n");
-        tables += &anchored(name, &table(config, transport, &cells));
+        tables += &anchored(&name, &table(config, transport, &cells));
     }
     folder.write_text("results.md", &tables)?;
     let side_by_side = side_by_side(config, &cells);
@@ -266,7 +266,7 @@ fn per_policy(
         .iter()
         .map(|&t| Panel {
             y_label: if config.transports.len() > 1 {
-                format!("{} {y}", t.name())
+                format!("{t} {y}")
             } else {
                 y.to_string()
             },
@@ -279,7 +279,7 @@ fn per_policy(
                         .filter(|c| c.transport == t && c.policy == p)
                         .map(|c| (c.load, value(c)))
                         .collect();
-                    Series::line(p.name(), points)
+                    Series::line(p.to_string(), points)
                 })
                 .collect(),
         })

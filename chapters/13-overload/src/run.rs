@@ -69,9 +69,7 @@ pub async fn run(
             for &transport in &config.transports {
                 done += 1;
                 let label = format!(
-                    "[{done}/{cells_total}] {} over {} at {load}x = {:.0} calls/s",
-                    policy.name(),
-                    transport.name(),
+                    "[{done}/{cells_total}] {policy} over {transport} at {load}x = {:.0} calls/s",
                     load * config.capacity()
                 );
                 eprintln!("{label}");
@@ -104,7 +102,7 @@ pub async fn run_cell(
 ) -> anyhow::Result<(Vec<CallRow>, Vec<WorkRow>, Vec<ArrivalRow>)> {
     let server = Running::start(config.rules(policy)).await?;
     if let Some(watch) = watch {
-        watch.show(transport.name(), policy.name(), load, server.pool.clone());
+        watch.show(transport, policy, load, server.pool.clone());
     }
     let caller = Caller::connect(transport, &server, config.h1_connections).await?;
     let slots = Schedule::constant(load * config.capacity(), config.step).slots();

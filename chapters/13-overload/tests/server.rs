@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use overload::server::{Fate, Order, Rules, Running};
+use overload::{
+    Policy, Transport,
+    server::{Fate, Order, Rules, Running},
+};
 use proto::greeter::v1::{HelloRequest, greeter_client::GreeterClient};
 use tonic::{Code, transport::Channel};
 
@@ -102,7 +105,7 @@ async fn the_metrics_count_each_fate_of_the_cell_being_watched() {
     assert!(empty.samples.is_empty(), "{:#?}", empty.samples);
     // One worker, one queue place, 1 s per call: of 6 sent at once, 4 are shed.
     let server = Running::start(rules(1, false, 1000)).await.unwrap();
-    watch.show("grpc", "reject", 2.0, server.pool.clone());
+    watch.show(Transport::Grpc, Policy::Reject, 2.0, server.pool.clone());
     let codes = burst(&server, 6, Duration::from_secs(30)).await;
     assert_eq!(count(&codes, Code::ResourceExhausted), 4, "{codes:?}");
     let s = grpc_server::testing::scrape::scrape(metrics).await;

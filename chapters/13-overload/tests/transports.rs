@@ -4,6 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
+use clap::ValueEnum;
 use overload::{
     Transport,
     client::{Caller, Failure},
@@ -45,7 +46,7 @@ async fn a_refusal_says_when_to_come_back_over_every_transport() {
     while server.pool.load().0 == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    for transport in Transport::ALL {
+    for &transport in Transport::value_variants() {
         let caller = Caller::connect(transport, &server, 4).await.unwrap();
         let answer = caller
             .attempt("second".into(), Duration::from_secs(30))

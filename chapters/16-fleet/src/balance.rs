@@ -47,12 +47,19 @@ use crate::{
     replica::SERVICE,
 };
 
+/// Printed (as the slow part's arms) by the names clap holds. No command line
+/// chooses a strategy, so those names are the ones the results have always
+/// carried, `p2c_peak_ewma` rather than a bare `p2c`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ValueEnum)]
 pub enum Strategy {
+    #[value(name = "round_robin")]
     RoundRobin,
     Tonic,
+    #[value(name = "p2c_peak_ewma")]
     P2c,
 }
+
+program::clap_name_display!(Strategy);
 
 /// The peak-EWMA settings: the round trip a replica is assumed to have
 /// until it has answered, and how fast old observations fade.

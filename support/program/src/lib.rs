@@ -11,6 +11,7 @@
 //! - [`certs_dir`] and [`default_ca`]: where the development PKI lives;
 //! - [`ready_file`]: how a server tells a script or a harness it is listening;
 //! - [`duration`]: how durations are written on every command line;
+//! - [`clap_name_display!`]: how a choice made on the command line is printed;
 //! - [`proc`]: what programs read about themselves and the machine from `/proc`.
 
 pub mod duration;
@@ -25,6 +26,28 @@ use std::{fmt, path::PathBuf, process::ExitCode};
 /// checks every command the book shows this way, with the program's own
 /// parser, and needs no list of the programs.
 pub const CHECK_ARGS: &str = "WORKSHOP_CHECK_ARGS";
+
+#[doc(hidden)]
+pub use clap as __clap;
+
+/// A choice made on the command line is printed as it is typed there: its
+/// `Display` is the name clap parses (`drop-lifo`, `fixed-32`), so a table, a
+/// file name or a log line spells it as the flag that chose it, and the
+/// spelling lives in one place, the type's `ValueEnum` derive. Width and
+/// alignment (`{:<6}`) apply as they do to a `&str`, so a table that padded a
+/// hand-written name pads this one alike. `program::clap_name_display!(Policy);`
+#[macro_export]
+macro_rules! clap_name_display {
+    ($type:ty) => {
+        impl ::std::fmt::Display for $type {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let value = $crate::__clap::ValueEnum::to_possible_value(self)
+                    .expect("a variant printed is one clap can parse, not #[value(skip)]");
+                f.pad(value.get_name())
+            }
+        }
+    };
+}
 
 /// The command line, parsed by `T` (clap's `Parser::parse`: a bad one ends
 /// the program with status 2 and clap's message); see [`CHECK_ARGS`].
@@ -260,6 +283,23 @@ mod tests {
     fn a_stop_signal_exits_with_the_status_a_shell_gives_it() {
         assert_eq!(StopSignal::Interrupt.exit_status(), 128 + 2);
         assert_eq!(StopSignal::Terminate.exit_status(), 128 + 15);
+    }
+
+    #[derive(clap::ValueEnum, Clone, Copy)]
+    enum Choice {
+        DropLifo,
+        #[value(name = "fixed-32")]
+        Fixed32,
+    }
+
+    crate::clap_name_display!(Choice);
+
+    #[test]
+    fn a_choice_prints_as_clap_parses_it_and_pads_as_a_str_does() {
+        assert_eq!(Choice::DropLifo.to_string(), "drop-lifo");
+        assert_eq!(Choice::Fixed32.to_string(), "fixed-32");
+        assert_eq!(format!("[{:<10}]", Choice::Fixed32), "[fixed-32  ]");
+        assert_eq!(format!("[{:>10}]", Choice::DropLifo), "[ drop-lifo]");
     }
 
     #[test]

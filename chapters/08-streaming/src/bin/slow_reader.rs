@@ -7,7 +7,7 @@ use std::{io::Write, process::ExitCode, time::Duration};
 use anyhow::Context;
 use streaming::{
     flow::size,
-    slow_reader::{self, Args, Budget, Sample},
+    slow_reader::{self, Args, Sample},
 };
 
 fn main() -> ExitCode {
@@ -22,7 +22,7 @@ fn slow_reader(args: Args) -> anyhow::Result<()> {
     for config in args.configs() {
         println!(
             "budget {}: {} Countdowns of {} ticks on one connection, none read, for {:.1} s",
-            name(config.budget),
+            config.budget,
             config.streams,
             size(config.payload_bytes.into()),
             config.hold.as_secs_f64(),
@@ -56,7 +56,7 @@ fn slow_reader(args: Args) -> anyhow::Result<()> {
     for r in &reports {
         println!(
             "{:<6}  {:>10}  {:>10}  {:>10}  {:>20}  {:>22}",
-            name(r.budget),
+            r.budget,
             size(r.baseline_kib * 1024),
             size(r.peak_kib * 1024),
             size(r.after_kib * 1024),
@@ -65,13 +65,6 @@ fn slow_reader(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn name(budget: Budget) -> &'static str {
-    match budget {
-        Budget::On => "on",
-        Budget::Off => "off",
-    }
 }
 
 fn ms(d: Duration) -> String {

@@ -6,6 +6,7 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
+use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use harness::{
@@ -16,6 +17,7 @@ use loadgen::Outcome;
 use perf::stats::nearest_rank;
 
 use super::{CallRow, Config, EventRow, Part, age, restart, slow, tail};
+use crate::balance::Strategy;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
@@ -404,17 +406,17 @@ struct SlowRow {
 fn slow_table(config: &Config, raw: &Folder) -> anyhow::Result<Vec<SlowRow>> {
     let calls: Vec<CallRow> = raw.read_csv(slow::CALLS)?;
     let warmup = super::ms(config.warmup);
-    Ok(slow::ARMS
-        .into_iter()
+    Ok(Strategy::value_variants()
+        .iter()
         .map(|strategy| {
-            let arm = slow::name(strategy);
-            let rows: Vec<&CallRow> = arms(&calls, arm)
+            let arm = strategy.to_string();
+            let rows: Vec<&CallRow> = arms(&calls, &arm)
                 .into_iter()
                 .filter(|r| r.due_ms >= warmup)
                 .collect();
             let ok = ok_latencies(rows.iter().copied());
             SlowRow {
-                arm: arm.to_string(),
+                arm,
                 calls: rows.len(),
                 failed: failed(&rows),
                 share: shares(&rows),
