@@ -470,6 +470,15 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
     {
         problems.push(format!("{}: What just happened: {e}", page.path.display()));
     }
+    let (figures, words) = figure_density(page);
+    if figures * 1000 > FIGURES_PER_1000_WORDS * words {
+        problems.push(format!(
+            "{}: {figures} measured numbers ({{{{#fig ...}}}}) in {words} words of prose, more than \
+             {FIGURES_PER_1000_WORDS} per 1,000: say what the run showed with the number each point \
+             stands on, and point at the table's row for the rest",
+            page.path.display()
+        ));
+    }
     let words = page.text.split_whitespace().count();
     if words < 600 {
         problems.push(format!(
@@ -490,6 +499,34 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
     {
         problems.push(format!("{e:#}"));
     }
+}
+
+/// How many measured numbers a page's prose may carry per 1,000 words: a
+/// reader should find the argument, and a table holds numbers better than a
+/// sentence does.
+const FIGURES_PER_1000_WORDS: usize = 10;
+
+/// The `{{#fig ...}}` markers in a page's prose and its words, each marker
+/// one word; code blocks and table rows are not prose.
+fn figure_density(page: &Page) -> (usize, usize) {
+    let (mut figures, mut words) = (0, 0);
+    for (_, line) in page.prose_lines() {
+        if line.trim_start().starts_with('|') {
+            continue;
+        }
+        figures += line.matches("{{#fig ").count();
+        // A marker may hold spaces (`{{#param 100 ms}}`): it is one word.
+        let mut rest = line;
+        let mut text = String::new();
+        while let Some(start) = rest.find("{{#") {
+            text.push_str(&rest[..start]);
+            text.push_str(" N ");
+            rest = rest[start..].find("}}").map_or("", |end| &rest[start + end + 2..]);
+        }
+        text.push_str(rest);
+        words += text.split_whitespace().count();
+    }
+    (figures, words)
 }
 
 /// The box an experiment chapter's "What just happened" opens with: a
@@ -563,6 +600,19 @@ mod tests {
             "three {{#fig ch99.c}} {{#fig ch99.d}}",
         );
         assert!(finding_box(&two).unwrap_err().contains("no more, no fewer"));
+    }
+
+    #[test]
+    fn figures_are_counted_in_prose_only() {
+        let page = Page {
+            path: "ch99.md".into(),
+            text: "One {{#fig ch99.a}} ms and {{#param 100 ms}} here.\n\
+                   | {{#fig ch99.b}} | table |\n\
+                   ```text\n{{#fig ch99.c}} in code\n```\n"
+                .into(),
+        };
+        // `One N ms and N here.`: six words, one figure.
+        assert_eq!(figure_density(&page), (1, 6));
     }
 
     struct Scratch(PathBuf);
