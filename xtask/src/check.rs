@@ -521,7 +521,9 @@ fn figure_density(page: &Page) -> (usize, usize) {
         while let Some(start) = rest.find("{{#") {
             text.push_str(&rest[..start]);
             text.push_str(" N ");
-            rest = rest[start..].find("}}").map_or("", |end| &rest[start + end + 2..]);
+            rest = rest[start..]
+                .find("}}")
+                .map_or("", |end| &rest[start + end + 2..]);
         }
         text.push_str(rest);
         words += text.split_whitespace().count();

@@ -2,6 +2,12 @@
 //! `results.md` (tables only; the chapter says what they mean) and the plots.
 //! Each table is under a bold caption, never a heading: the chapter's page
 //! includes `results.md`, and its headings would land in the page's outline.
+//!
+//! It is the longest file of the chapter because the report is: every table
+//! the page reads (capacity, CPU per unit, p99 and lateness per shape, the
+//! quota's throttling, REST beside gRPC and past its knee, system calls), each
+//! a short function in the order the report prints them, and then the plots.
+//! Nothing here measures; `--render` runs exactly this.
 
 use std::fmt::Write as _;
 
