@@ -1,10 +1,15 @@
 //! Chapter 10: a timeout per attempt, inside one deadline.
 //!
 //! `call_with_retries` makes one call with retries, under the rules of the
-//! chapter's `budgeted` policy (backoff aside): one overall deadline, no
-//! attempt started once it has passed, only UNAVAILABLE and DEADLINE_EXCEEDED
-//! retried, and every attempt's outcome recorded in a retry budget shared by
-//! all calls to the server (the chapter's `RetryThrottle`). What this version
+//! chapter's `budgeted` policy (backoff aside, and idempotency: the caller
+//! decides that, and calls this only for a call that is safe to send twice):
+//! one overall deadline, no attempt started once it has passed, only
+//! UNAVAILABLE and DEADLINE_EXCEEDED retried, and every attempt's outcome
+//! recorded in a retry budget shared by all calls to the server (the
+//! chapter's `RetryThrottle`). DEADLINE_EXCEEDED is worth a retry here, unlike
+//! in the chapter's naive storm, because of the rule still missing below: an
+//! attempt ended by its own timeout, a fraction of the deadline, leaves the
+//! call time for another, and the budget bounds how many. What this version
 //! leaves out is the attempt's own timeout: it gives each attempt all that is
 //! left of the deadline, so one attempt that hangs uses up the whole call and
 //! no retry is ever made. Give each attempt at most `per_attempt`, capped by

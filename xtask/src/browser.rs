@@ -30,7 +30,7 @@ const PAGES: [(&str, Expect); 6] = [
     ("ch02-protobuf.html", Expect::Plot),
     ("ch03-tls.html", Expect::Images),
     ("ch04-grpc-greeter.html", Expect::Images),
-    ("ch10-performance.html", Expect::Images),
+    ("ch10-deadlines.html", Expect::Images),
     ("ch11-backpressure.html", Expect::Images),
 ];
 

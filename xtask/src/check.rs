@@ -102,8 +102,9 @@ impl Book {
             .collect())
     }
 
-    /// Chapter titles with their quizzes, in book order.
-    pub fn quizzes(&self) -> anyhow::Result<Vec<(String, quiz::Quiz)>> {
+    /// Chapter titles with their quizzes and the code exercise each page sets
+    /// (the one whose solution it links), in book order.
+    pub fn quizzes(&self) -> anyhow::Result<Vec<(String, quiz::Quiz, Option<u32>)>> {
         let mut out = Vec::new();
         for page in self.chapters()? {
             let title = page
@@ -114,20 +115,16 @@ impl Book {
                 .trim_start_matches("# ")
                 .trim()
                 .to_string();
+            let exercise = page
+                .text
+                .split("solutions.md#ch")
+                .nth(1)
+                .and_then(|rest| rest.get(..2)?.parse().ok());
             if let Some(quiz_path) = quiz_of(&page) {
-                out.push((title, quiz::read(&quiz_path)?));
+                out.push((title, quiz::read(&quiz_path)?, exercise));
             }
         }
         Ok(out)
-    }
-
-    /// The numbers of the chapters that have a code exercise (and so a
-    /// solution), as `cargo xtask exercises` finds them.
-    pub fn solved_exercises(&self) -> anyhow::Result<Vec<u32>> {
-        Ok(crate::exercises::chapters(&self.root)?
-            .iter()
-            .filter_map(|name| name.strip_prefix("ch")?.parse().ok())
-            .collect())
     }
 
     pub fn answers_path(&self) -> PathBuf {
@@ -175,13 +172,10 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     crate::readme::check(&book.root, &mut problems);
     anchors::check(&book.root, &pages, &mut problems)?;
     figures::check(book, &pages, &mut problems)?;
-    match book
-        .quizzes()
-        .and_then(|q| Ok((q, book.solved_exercises()?)))
-    {
-        Ok((quizzes, solved)) => {
+    match book.quizzes() {
+        Ok(quizzes) => {
             let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();
-            if current != quiz::appendix(&quizzes, &solved) {
+            if current != quiz::appendix(&quizzes) {
                 problems.push(format!(
                     "{}: out of date with book/quizzes; run `cargo xtask answers`",
                     book.answers_path().display()

@@ -148,7 +148,7 @@ fn answers(root: &Path) -> anyhow::Result<()> {
     let book = Book {
         root: root.to_path_buf(),
     };
-    let text = quiz::appendix(&book.quizzes()?, &book.solved_exercises()?);
+    let text = quiz::appendix(&book.quizzes()?);
     std::fs::write(book.answers_path(), text)?;
     println!("wrote {}", book.answers_path().display());
     Ok(())

@@ -32,15 +32,18 @@ pub fn table(root: &Path) -> anyhow::Result<String> {
         else {
             continue;
         };
-        let Some(number) = file
-            .strip_prefix("ch")
-            .and_then(|rest| rest.get(..2))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
+        if !file.starts_with("ch") {
             continue;
-        };
+        }
         let page = std::fs::read_to_string(src.join(file))
             .with_context(|| format!("cannot read book/src/{file}"))?;
+        // "10" for "# Chapter 10: ...", "10.1" for a page of chapter 10's own.
+        let number = page
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# Chapter ")?.split_once(':'))
+            .map(|(number, _)| number)
+            .with_context(|| format!("book/src/{file} does not start with `# Chapter N: `"))?;
         let cells = page
             .lines()
             .find_map(|l| l.strip_prefix(ROW)?.strip_suffix(" -->"))

@@ -226,11 +226,13 @@ fn the_books_steps_read() {
     let chapters = steps::read_all(&root).unwrap();
     let names: Vec<&str> = chapters.iter().map(|c| c.name.as_str()).collect();
     let summary = std::fs::read_to_string(root.join("book/src/SUMMARY.md")).unwrap();
-    let outline: Vec<&str> = summary
+    let mut outline: Vec<&str> = summary
         .split(['(', ')'])
         .filter(|link| link.starts_with("ch") && link.ends_with(".md"))
         .map(|page| &page[..4])
         .collect();
+    // A chapter of more than one page (chapter 10) has one file of steps.
+    outline.dedup();
     assert!(!outline.is_empty());
     assert_eq!(names, outline);
 }
