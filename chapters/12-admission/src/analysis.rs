@@ -19,7 +19,7 @@ pub struct Message {
     pub end_s: f64,
 }
 
-/// The windows of the analysis (the seed's, times the scale).
+/// The windows of the analysis (Part 2's, times the scale).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Windows {
     /// Healthy baseline: messages enqueued in [0, slow_from).

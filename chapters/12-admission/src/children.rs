@@ -28,7 +28,7 @@ use crate::{
 pub enum ControllerKind {
     /// Fixed budget: nothing changes it
     None,
-    /// The seed's rule
+    /// Part 2's rule
     Seed,
     /// The delay-target rule
     Target,

@@ -1,5 +1,5 @@
 //! The command line, and the checked configuration it becomes. `--quick`
-//! changes only defaults: one block at a quarter of the seed's time scale.
+//! changes only defaults: one block at a quarter of Part 2's time scale.
 
 use std::path::{Path, PathBuf};
 
@@ -31,10 +31,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 12)]
     pub seed: u64,
     /// Concurrent Ingest calls on the connection, sharing the send rate
-    /// (the seed used 1)
+    /// (Part 2 used 1)
     #[arg(long, default_value_t = 1)]
     pub streams: usize,
-    /// Workers serving the queue (the seed used 1)
+    /// Workers serving the queue (Part 2 used 1)
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Draw each service time from an exponential distribution with the
@@ -44,7 +44,7 @@ pub struct RunArgs {
     /// Delay target of the `target` policy, ms at scale 1
     #[arg(long, default_value_t = 100.0)]
     pub target_ms: f64,
-    /// Payload bytes per message (the seed: 16,384)
+    /// Payload bytes per message (Part 2: 16,384)
     #[arg(long, default_value_t = 16 * 1024)]
     pub message_bytes: usize,
     /// Bootstrap resamples
@@ -141,7 +141,7 @@ impl Config {
         Ok(())
     }
 
-    /// The seed's plan, times scaled. Below scale 1 the service times are a
+    /// Part 2's plan, times scaled. Below scale 1 the service times are a
     /// few milliseconds, which tokio's millisecond timer would stretch by up
     /// to 40%, so a scaled plan is waited out precisely.
     pub fn plan(&self) -> ServicePlan {

@@ -16,7 +16,7 @@ use crate::{
     controller::{SeedRule, TargetRule},
 };
 
-/// The seed's parameters, before scaling.
+/// Part 2's parameters, before scaling.
 pub const RATE: f64 = 80.0;
 pub const DURATION_S: f64 = 36.0;
 pub const PLAN: &str = "10ms@0s,40ms@12s,10ms@24s";
@@ -32,7 +32,7 @@ pub struct Contract {
     /// The program, build and machine that froze it.
     pub meta: RunMeta,
     pub blocks: usize,
-    /// Every time below is the seed's times this.
+    /// Every time below is Part 2's times this.
     pub scale: f64,
     /// The open-loop schedule: `slots` sends at `rate_per_s` over `duration_s`.
     pub rate_per_s: f64,
@@ -59,7 +59,7 @@ pub struct Contract {
     /// contract says them before any run, so no definition moves afterwards.
     pub endpoints: Vec<String>,
     pub definitions: Vec<String>,
-    /// The seed's four hypotheses, each with the rule that decides it here.
+    /// Part 2's four hypotheses, each with the rule that decides it here.
     #[serde(default)]
     pub hypotheses: Vec<String>,
     pub transport: String,
@@ -146,11 +146,11 @@ impl Contract {
             ]),
             hypotheses: strings(&[
                 "1 primary: pooled p95 at least 20% lower than fixed-32's; met if the whole bootstrap interval of the reduction is at or above 20%, not met if the point is below, undecided otherwise",
-                "2 throughput: completions/s at least 95% of fixed-32's (ratio of paired means) without materially more idle with backlog; the seed froze no margin for 'materially', so a higher idle fraction is reported and left undecided",
+                "2 throughput: completions/s at least 95% of fixed-32's (ratio of paired means) without materially more idle with backlog; Part 2 froze no margin for 'materially', so a higher idle fraction is reported and left undecided",
                 "3 recovery: a qualifying window after the slowdown, and whole-call duration within 110% of fixed-32's; not met if no run recovered or the call took longer; an advantage over fixed-32 is claimed only from uncensored pairs: met if every block's pair is uncensored and this policy recovered sooner in each, undecided otherwise",
                 "4 added value against fixed-8: no weighted score was frozen, so each measure is compared on its own and the verdict lists where the policy is better and worse; a difference counts only if the bootstrap interval of a p95 reduction excludes 0, the worst run's longest send differs by more than 10%, throughput by more than 1 point, or the recovered runs by 2 or more",
             ]),
-            transport: "gRPC over TLS on loopback (the seed: plaintext); client in Rust (tonic), the seed's in Go".into(),
+            transport: "gRPC over TLS on loopback (Part 2: plaintext); client in Rust (tonic), Part 2's in Go".into(),
             validity: "valid: server ready (atomic marker) within 60 s, client and server exit 0, every call OK, the server processed messages".into(),
         }
     }

@@ -1,4 +1,4 @@
-//! The budget controllers: the seed's feedback rule, and a delay-target rule
+//! The budget controllers: Part 2's feedback rule, and a delay-target rule
 //! of our own. Each is a pure decision function over one tick's observations
 //! (so a test can script any sequence of ticks), plus [`drive`], the task
 //! that feeds it real observations from a running server every tick.
@@ -62,7 +62,7 @@ impl Decision {
     }
 }
 
-/// The seed's rule, with its numbers (milliseconds). A time-scaled run
+/// Part 2's rule, with its numbers (milliseconds). A time-scaled run
 /// (`--scale`) multiplies every time in it, so the rule sees the same
 /// situation in proportion: as many completions per tick, the same delays
 /// relative to the service time.
@@ -98,7 +98,7 @@ impl SeedRule {
 }
 
 // ANCHOR: near
-/// "Occupancy near B", which the seed's text leaves to its source: here, pending
+/// "Occupancy near B", which Part 2's text leaves to its source: here, pending
 /// work `Q + R` is within one message of the budget. While the handler waits
 /// for the stream's next message it already holds that message's reservation,
 /// so a budget that limits anything shows `Q + R = B` or `B - 1`.
@@ -116,7 +116,7 @@ fn blend(old: Option<f64>, new: f64, alpha: f64) -> f64 {
     }
 }
 
-/// The seed's controller: state between ticks.
+/// Part 2's controller: state between ticks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedController {
     pub rule: SeedRule,
@@ -136,7 +136,7 @@ impl SeedController {
     }
 
     // ANCHOR: decide
-    /// One tick of the seed's rule. The first eligible tick starts the EWMA
+    /// One tick of Part 2's rule. The first eligible tick starts the EWMA
     /// at that interval's mean; later ones blend 20% new, 80% old.
     pub fn decide(&mut self, t: Tick) -> Decision {
         let r = self.rule;

@@ -1,5 +1,5 @@
-//! The seed's four hypotheses, decided for each policy by the rules the
-//! contract froze (`Contract::hypotheses`). The seed's point was that they are
+//! Part 2's four hypotheses, decided for each policy by the rules the
+//! contract froze (`Contract::hypotheses`). Part 2's point was that they are
 //! separate questions, not one pass/fail badge: a policy can win the primary
 //! endpoint and still lose on the tail, on upstream waiting or on recovery,
 //! so each gets its own verdict and the figures that decide it.
@@ -239,7 +239,7 @@ mod tests {
     fn a_recovery_advantage_needs_every_pair_uncensored() {
         let mut p = summary("adaptive");
         assert_eq!(recovery(&p, 5).unwrap().verdict, Verdict::Met);
-        // The seed's case: fixed-32 censored in two blocks.
+        // Part 2's case: fixed-32 censored in two blocks.
         p.recovery_pairs_vs_fixed32 = 3;
         p.recovered_sooner_than_fixed32 = 3;
         assert_eq!(recovery(&p, 5).unwrap().verdict, Verdict::Undecided);
@@ -251,7 +251,7 @@ mod tests {
     fn added_value_lists_both_sides_and_calls_a_mix_a_trade_off() {
         let fixed8 = summary(FIXED8);
         assert_eq!(added_value(&fixed8, &fixed8), None);
-        // The seed's adaptive: a lower pooled p95, a far higher slowdown p95
+        // Part 2's adaptive: a lower pooled p95, a far higher slowdown p95
         // and longest send.
         let mut p = summary("adaptive");
         p.pooled_vs_fixed8 = interval(50.3, 50.2, 50.4);

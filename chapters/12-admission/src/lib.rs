@@ -1,5 +1,5 @@
-//! Chapter 12: fixed or adaptive admission? The seed's Part 2 experiment,
-//! replicated: fixed-32, fixed-8 and the seed's feedback controller (plus
+//! Chapter 12: fixed or adaptive admission? Part 2's experiment,
+//! replicated: fixed-32, fixed-8 and Part 2's feedback controller (plus
 //! fixed-4, fixed-2 and a delay-target rule of our own) in paired, seeded
 //! blocks, every run in fresh server and client processes, analysed by rules
 //! frozen before the first run.
@@ -13,7 +13,7 @@
 //! - [`runner`]: the protocol (blocks, attempts, the exclusions ledger);
 //! - [`records`]: the typed files a run leaves, and reading them back;
 //! - [`analysis`]: pooled nearest-rank percentiles, block bootstrap, recovery;
-//! - [`hypotheses`]: the seed's four hypotheses, each decided by its frozen rule;
+//! - [`hypotheses`]: Part 2's four hypotheses, each decided by its frozen rule;
 //! - [`render`], [`report`], [`plots`]: from the records to the tables and charts.
 
 pub mod analysis;
@@ -31,8 +31,8 @@ pub mod runner;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-/// The admission policies: the seed's three, two smaller fixed budgets (the
-/// seed's open question: would a small fixed budget do as well?), and ours.
+/// The admission policies: Part 2's three, two smaller fixed budgets
+/// (Part 2's open question: would a small fixed budget do as well?), and ours.
 #[derive(
     ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -53,7 +53,7 @@ pub enum PolicyKind {
     #[value(name = "fixed-2")]
     #[serde(rename = "fixed-2")]
     Fixed2,
-    /// The seed's controller: B from 16, halve / +1 on a 500 ms tick
+    /// Part 2's controller: B from 16, halve / +1 on a 500 ms tick
     #[serde(rename = "adaptive")]
     Adaptive,
     /// Ours: B = target delay / measured service time, on a 100 ms tick
@@ -79,12 +79,12 @@ impl PolicyKind {
 // checks that they do).
 program::clap_name_display!(PolicyKind);
 
-/// Fixed or adaptive admission: the seed's experiment, replicated.
+/// Fixed or adaptive admission: Part 2's experiment, replicated.
 ///
 /// Runs --blocks paired blocks; in each, every policy once, in a seeded
 /// order, each run in a fresh server process and a fresh client process.
 /// Writes the frozen contract first, then an exclusions ledger, the per-run
-/// records, the analysis (JSON), a Markdown report beside the seed's figures
+/// records, the analysis (JSON), a Markdown report beside Part 2's figures
 /// and SVG plots, to --out, whose path it prints at the end.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "admission", version, args_conflicts_with_subcommands = true)]

@@ -1,8 +1,8 @@
-//! The report's tables: our figures beside the seed's, and the per-run rows.
+//! The report's tables: our figures beside Part 2's, and the per-run rows.
 //! Tables and figures only; what they mean is said in the chapter.
 //!
 //! It is longer than the other files of this crate (about 590 lines) because
-//! it holds the seed's published figures beside every table of ours; split by
+//! it holds Part 2's published figures beside every table of ours; split by
 //! table, one page of output would be spread over several files.
 
 use std::fmt::Write as _;
@@ -17,7 +17,7 @@ use crate::{
     records::Attempt,
 };
 
-/// The seed's published figures for one policy (five blocks, scale 1).
+/// Part 2's published figures for one policy (five blocks, scale 1).
 #[derive(Debug, Clone, Copy)]
 pub struct SeedFigures {
     pub pooled_p95: f64,
@@ -74,7 +74,7 @@ fn ms(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-/// The seed's figures as a run at `scale` should see them: times x scale,
+/// Part 2's figures as a run at `scale` should see them: times x scale,
 /// rates / scale (counts unchanged).
 pub fn seed_at(policy: &str, scale: f64) -> Option<SeedFigures> {
     seed_figures(policy).map(|f| SeedFigures {
@@ -106,17 +106,17 @@ pub fn find<'a>(a: &'a Analysis, policy: &str) -> Option<&'a PolicySummary> {
     a.policies.iter().find(|p| p.policy == policy)
 }
 
-/// One line per policy: the two p95s that make the reversal, ours and the seed's.
+/// One line per policy: the two p95s that make the reversal, ours and Part 2's.
 pub fn headline(c: &Contract, a: &Analysis) -> String {
     let scale = c.scale;
     let mut out = format!(
-        "{:<10} {:>22} {:>22}   (ms; time scale {})\n",
+        "{:<10} {:>25} {:>25}   (ms; time scale {})\n",
         "policy", "pooled p95 12-36 s", "slowdown p95 12-24 s", c.scale
     );
     for p in &a.policies {
         let _ = writeln!(
             out,
-            "{:<10} {:>10} (seed {:>8}) {:>8} (seed {:>8})",
+            "{:<10} {:>10} (Part 2: {:>8}) {:>8} (Part 2: {:>8})",
             p.policy,
             ms(p.pooled.p95_ms),
             seed_ms(&p.policy, scale, |s| s.pooled_p95),
@@ -139,7 +139,7 @@ pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
         if let Some(v) = p95(policy) {
             let off = 100.0 * (v / seed - 1.0);
             lines.push(format!(
-                "{policy} pooled p95 {v:.1} ms vs the seed's {seed:.1} ms: {off:+.1}% ({})",
+                "{policy} pooled p95 {v:.1} ms vs Part 2's {seed:.1} ms: {off:+.1}% ({})",
                 if off.abs() <= 10.0 {
                     "within 10%"
                 } else {
@@ -159,7 +159,7 @@ pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
             "reversal: adaptive pooled p95 {ap:.1} {} fixed-8's {fp:.1}, slowdown p95 {asl:.1} {} fixed-8's {fsl:.1}: {}",
             if ap < fp { "<" } else { ">=" },
             if asl > fsl { ">" } else { "<=" },
-            if reversal { "the seed's reversal holds" } else { "NO reversal" }
+            if reversal { "Part 2's reversal holds" } else { "NO reversal" }
         ));
     }
     if let (Some(t), Some(fsl)) = (find(a, "target"), slow("fixed-8")) {
@@ -175,7 +175,7 @@ pub fn acceptance(c: &Contract, a: &Analysis) -> Vec<String> {
     lines
 }
 
-/// One cohort's queue residence per policy, ours beside the seed's: `pick`
+/// One cohort's queue residence per policy, ours beside Part 2's: `pick`
 /// chooses the cohort (and the median of its per-run p95s), `seed` the
 /// seed's p95, p99 and message count for it.
 fn cohort_table(
@@ -192,18 +192,18 @@ fn cohort_table(
         &[
             "policy",
             "pooled p95",
-            "seed",
+            "Part 2",
             "pooled p99",
-            "seed",
+            "Part 2",
             "messages",
-            "seed (5 blocks)",
+            "Part 2 (5 blocks)",
             "median of per-run p95",
         ],
         a.policies.iter().map(|p| {
             let (cohort, median) = pick(p);
             let seed = seed_at(&p.policy, scale).map(|f| seed(&f));
             let seed_ms =
-                |v: Option<f64>| v.map_or("(not in the seed)".into(), |v| format!("{v:.1}"));
+                |v: Option<f64>| v.map_or("(not in Part 2)".into(), |v| format!("{v:.1}"));
             vec![
                 p.policy.clone(),
                 ms(cohort.p95_ms),
@@ -328,7 +328,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     );
     let _ = writeln!(
         o,
-        "**The seed's four hypotheses, decided by the contract's rules**\n"
+        "**Part 2's four hypotheses, decided by the contract's rules**\n"
     );
     table(
         &mut o,
@@ -384,7 +384,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
         .collect();
     rows.push(
         [
-            "adaptive, the seed",
+            "adaptive, Part 2",
             "87.52% [87.48, 87.56]",
             "50.15%",
             "-",
@@ -410,13 +410,13 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
         &[
             "policy",
             "median skipped slots",
-            "seed",
+            "Part 2",
             "longest send per run (ms)",
-            "seed",
+            "Part 2",
             "completions/s (median)",
-            "seed",
+            "Part 2",
             "vs fixed-32",
-            "seed",
+            "Part 2",
             "idle with backlog",
         ],
         a.policies.iter().map(|p| {
@@ -470,7 +470,7 @@ pub fn markdown(c: &Contract, a: &Analysis, ledger: &[Attempt]) -> String {
     let mut recovered = vec!["recovered".to_string()];
     recovered.extend(a.policies.iter().map(|p| {
         let seed =
-            seed_at(&p.policy, s).map_or(String::new(), |f| format!(" (seed {})", f.recovered));
+            seed_at(&p.policy, s).map_or(String::new(), |f| format!(" (Part 2: {})", f.recovered));
         format!("{}/{}{seed}", p.recovered, p.runs)
     }));
     rows.push(recovered);

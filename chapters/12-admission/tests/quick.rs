@@ -1,4 +1,4 @@
-//! The runner end to end, as a reader runs it, at a tenth of the seed's time
+//! The runner end to end, as a reader runs it, at a tenth of Part 2's time
 //! scale (six runs of 3.6 s at 800 sends a second): every file is written and
 //! every count adds up. Nothing here asserts a timing.
 

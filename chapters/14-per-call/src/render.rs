@@ -475,7 +475,7 @@ pub fn markdown(
         .collect();
     rows.push(
         [
-            "the seed's grpc-java pod",
+            "the grpc-java report's 1-CPU pod",
             "~2,060-2,140",
             "~2,000-2,200",
             "~15,000-16,000",
