@@ -11,11 +11,13 @@
 //! - [`silent`]: a server that accepts connections and never answers, to
 //!   show that a deadline does not cover connecting.
 //! - [`choose`]: measure a method's p99 under a concurrency and suggest a deadline.
+//! - [`plot`]: the storm over time and the arms' percentiles, as SVG (`--plot`).
 //! - [`stats`]: percentiles (exact by the nearest rank, or from an HDR
 //!   histogram), medians and spreads: this chapter's, and every later one's.
 
 pub mod choose;
 pub mod latency;
+pub mod plot;
 pub mod propagation;
 pub mod retry;
 pub mod silent;

@@ -1,6 +1,6 @@
 //! Chapter 10, step 8, with numbers: retrying every
 //! DEADLINE_EXCEEDED multiplies the load on a server that is already slow.
-//! One simulation in one file (about 670 lines before its tests): the server,
+//! One simulation in one file (about 800 lines before its tests): the server,
 //! the clients and the tally share one clock and one set of parameters, and
 //! read best top to bottom.
 //!
@@ -215,10 +215,43 @@ struct Counters {
     queued: AtomicU64,
     in_service: AtomicU64,
     peak_queued: AtomicU64,
-    /// Service time spent, in microseconds: all of it, and on attempts whose
-    /// caller gave up before the reply was ready.
-    busy_us: AtomicU64,
-    wasted_us: AtomicU64,
+    work: Mutex<WorkClock>,
+}
+
+/// The server's work so far: service time spent, all of it and on attempts
+/// whose caller gave up before the reply was ready. An attempt still being
+/// worked on counts the time it has had, so the difference between two
+/// snapshots is the work done between them. Counting an attempt's whole
+/// service time when it ended put work done in one second into the next, and
+/// the progress line could read `busy 101%`.
+#[derive(Debug, Default)]
+struct WorkClock {
+    ended: Duration,
+    wasted: Duration,
+    /// Attempts being worked on, and the sum of their start times (since the
+    /// run began): together, the time they have had at any moment.
+    working: u32,
+    started_sum: Duration,
+}
+
+impl WorkClock {
+    fn begin(&mut self, at: Duration) {
+        self.working += 1;
+        self.started_sum += at;
+    }
+
+    fn end(&mut self, began: Duration, at: Duration, wasted: bool) {
+        self.working -= 1;
+        self.started_sum -= began;
+        self.ended += at - began;
+        if wasted {
+            self.wasted += at - began;
+        }
+    }
+
+    fn busy(&self, now: Duration) -> Duration {
+        self.ended + (now * self.working).saturating_sub(self.started_sum)
+    }
 }
 
 /// The counters at one moment.
@@ -242,7 +275,8 @@ pub struct Snapshot {
     pub queued: u64,
     pub in_service: u64,
     pub peak_queued: u64,
-    /// Server work done, and the part of it whose caller had given up.
+    /// Server work done so far (an attempt being worked on counts the time it
+    /// has had), and the part of it whose caller had given up.
     pub busy: Duration,
     pub wasted: Duration,
     /// Tokens in the retry budget (Budgeted only).
@@ -270,6 +304,17 @@ impl Snapshot {
         }
     }
 
+    /// The share of the server's capacity spent working since `before`:
+    /// never above 1, as work is counted in the interval it was done in.
+    pub fn busy_share(&self, before: &Snapshot) -> f64 {
+        let secs = (self.elapsed - before.elapsed).as_secs_f64();
+        if secs <= 0.0 {
+            0.0
+        } else {
+            (self.busy - before.busy).as_secs_f64() / secs / self.capacity.max(1) as f64
+        }
+    }
+
     /// The share of finished calls that succeeded.
     pub fn success_rate(&self) -> f64 {
         let done = self.succeeded + self.failed;
@@ -294,8 +339,10 @@ impl Shared {
     fn snapshot(&self) -> Snapshot {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let now = self.started.elapsed();
+        let work = c.work.lock().unwrap();
         Snapshot {
-            elapsed: self.started.elapsed(),
+            elapsed: now,
             calls: get(&c.calls),
             succeeded: get(&c.succeeded),
             failed: get(&c.failed),
@@ -308,8 +355,8 @@ impl Shared {
             queued: get(&c.queued),
             in_service: get(&c.in_service),
             peak_queued: get(&c.peak_queued),
-            busy: Duration::from_micros(get(&c.busy_us)),
-            wasted: Duration::from_micros(get(&c.wasted_us)),
+            busy: work.busy(now),
+            wasted: work.wasted,
             tokens: self
                 .config
                 .policy
@@ -376,23 +423,29 @@ impl SlowServer {
 
         // Count the work as it is done, so an attempt cut off halfway counts
         // the half it did, as wasted.
-        let work = Work {
-            counters: c,
-            started: Instant::now(),
-            done: false,
-        };
+        let work = Work::begin(shared);
         sleep(service).await;
         work.finish();
     }
 }
 
 struct Work<'a> {
-    counters: &'a Counters,
-    started: Instant,
+    shared: &'a Shared,
+    began: Duration,
     done: bool,
 }
 
-impl Work<'_> {
+impl<'a> Work<'a> {
+    fn begin(shared: &'a Shared) -> Work<'a> {
+        let began = shared.started.elapsed();
+        shared.counters.work.lock().unwrap().begin(began);
+        Work {
+            shared,
+            began,
+            done: false,
+        }
+    }
+
     fn finish(mut self) {
         self.done = true;
     }
@@ -400,11 +453,9 @@ impl Work<'_> {
 
 impl Drop for Work<'_> {
     fn drop(&mut self) {
-        let us = self.started.elapsed().as_micros() as u64;
-        self.counters.busy_us.fetch_add(us, Ordering::Relaxed);
-        if !self.done {
-            self.counters.wasted_us.fetch_add(us, Ordering::Relaxed);
-        }
+        let now = self.shared.started.elapsed();
+        let mut clock = self.shared.counters.work.lock().unwrap();
+        clock.end(self.began, now, !self.done);
     }
 }
 
@@ -526,7 +577,8 @@ pub async fn run(config: Config, every: Duration, mut progress: impl FnMut(&Snap
 }
 
 /// One progress line: rates since `before`, and the server's state now. Busy
-/// is the share of the server's capacity spent working, wasted work included.
+/// is the share of the server's capacity spent working since `before`, wasted
+/// work included.
 pub fn progress_line(now: &Snapshot, before: &Snapshot) -> String {
     let secs = (now.elapsed - before.elapsed).as_secs_f64().max(1e-9);
     let per_s = |a: u64, b: u64| (a - b) as f64 / secs;
@@ -539,10 +591,96 @@ pub fn progress_line(now: &Snapshot, before: &Snapshot) -> String {
         per_s(now.succeeded, before.succeeded),
         per_s(now.failed, before.failed),
         now.queued,
-        (now.busy - before.busy).as_secs_f64() / secs * 100.0 / now.capacity as f64,
+        now.busy_share(before) * 100.0,
         now.tokens
             .map(|t| format!("  budget tokens {t:>4.1}"))
             .unwrap_or_default(),
+    )
+}
+
+/// How often `--compare --plot` reads the counters: finer than the progress
+/// lines' second, so that the plot shows how fast the storm starts and ends.
+pub const PLOT_EVERY: Duration = Duration::from_millis(250);
+
+/// [`run`] with no progress lines, keeping a snapshot every [`PLOT_EVERY`]
+/// for [`plot`]: the final snapshot, and the run's timeline from all zeros
+/// at the start to the end.
+pub async fn run_sampled(config: Config) -> (Snapshot, Vec<Snapshot>) {
+    let mut timeline = vec![Snapshot::default()];
+    let last = run(config, PLOT_EVERY, |now| timeline.push(*now)).await;
+    // The run ended less than one reading after the last; nothing changes
+    // after it, so its end is drawn where the next reading would have been,
+    // and the rates of that last interval are over a whole one.
+    let next = timeline
+        .last()
+        .map_or(PLOT_EVERY, |s| s.elapsed + PLOT_EVERY);
+    timeline.push(Snapshot {
+        elapsed: next.max(last.elapsed),
+        ..last
+    });
+    (last, timeline)
+}
+
+/// `--plot`: each policy's run over time, from its snapshots: attempts/s,
+/// ok/s and the line of waiting attempts, the slow spell shaded. Naive and
+/// budgeted, the two ends of the comparison, in bold.
+pub fn plot(
+    file: std::fs::File,
+    path: &std::path::Path,
+    config: &Config,
+    runs: &[(Policy, Vec<Snapshot>)],
+) -> anyhow::Result<()> {
+    use crate::plot::{Line, Panel, timeline};
+    use plotters::style::RGBColor;
+    let panel = |y_label: &str, point: &dyn Fn(&Snapshot, &Snapshot) -> (f64, f64)| Panel {
+        y_label: y_label.into(),
+        lines: runs
+            .iter()
+            .map(|(policy, snapshots)| Line {
+                name: format!("{policy:?}").to_lowercase(),
+                points: snapshots
+                    .windows(2)
+                    .filter(|w| w[1].elapsed > w[0].elapsed)
+                    .map(|w| point(&w[1], &w[0]))
+                    .collect(),
+                color: match policy {
+                    Policy::Naive => RGBColor(214, 39, 40),
+                    Policy::Deadline => RGBColor(255, 127, 14),
+                    Policy::Idempotent => RGBColor(148, 103, 189),
+                    Policy::Backoff => RGBColor(44, 160, 44),
+                    Policy::Budgeted => RGBColor(31, 119, 180),
+                },
+                bold: matches!(policy, Policy::Naive | Policy::Budgeted),
+            })
+            .collect(),
+    };
+    // A rate over an interval is drawn at the interval's middle, so that a
+    // rise starts where it did, not at the next reading.
+    let rate = |count: fn(&Snapshot) -> u64| {
+        move |now: &Snapshot, before: &Snapshot| {
+            let secs = (now.elapsed - before.elapsed).as_secs_f64();
+            let middle = (now.elapsed + before.elapsed).as_secs_f64() / 2.0;
+            (middle, (count(now) - count(before)) as f64 / secs)
+        }
+    };
+    let panels = [
+        panel("attempts/s", &rate(|s| s.attempts)),
+        panel("ok/s (calls that succeeded)", &rate(|s| s.succeeded)),
+        panel("attempts waiting in line", &|now, _| {
+            (now.elapsed.as_secs_f64(), now.queued as f64)
+        }),
+    ];
+    let spell = config.slow_from.as_secs_f64()..config.slow_until.as_secs_f64();
+    timeline(
+        file,
+        path,
+        &format!(
+            "retry storm: {} calls/s, capacity {:.0} attempts/s, each policy one rule more",
+            config.rate,
+            config.capacity as f64 / config.service.as_secs_f64()
+        ),
+        (spell, &format!("server {}x slower", config.slow_factor)),
+        &panels,
     )
 }
 
@@ -585,6 +723,10 @@ pub struct Args {
     /// one row each instead of a timeline
     #[arg(long, conflicts_with = "policy")]
     pub compare: bool,
+    /// With --compare: draw each policy's run over time (attempts/s, ok/s,
+    /// attempts waiting in line) as an SVG file
+    #[arg(long, value_name = "FILE.svg", requires = "compare")]
+    pub plot: Option<std::path::PathBuf>,
     /// Run on tokio's virtual clock: the same experiment, in a fraction of the time
     #[arg(long)]
     pub virtual_time: bool,
@@ -687,5 +829,55 @@ mod tests {
             t.on_failure();
         }
         assert_eq!(t.tokens(), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn busy_is_the_work_done_in_the_interval_never_more_than_capacity() {
+        // The naive storm keeps the server saturated with attempts of up to
+        // ~0.4 s, so many of them straddle a progress line; read often, so
+        // that work misplaced by a whole attempt would show.
+        let mut before = Snapshot::default();
+        let mut highest: f64 = 0.0;
+        let mut lines = 0;
+        run(Config::default(), Duration::from_millis(100), |now| {
+            let share = now.busy_share(&before);
+            assert!(share <= 1.0 + 1e-9, "busy {share} at {:?}", now.elapsed);
+            highest = highest.max(share);
+            lines += 1;
+            before = *now;
+        })
+        .await;
+        assert!(lines > 100, "{lines}");
+        assert!(highest > 0.999, "the storm saturates the server: {highest}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_plot_of_a_comparison_names_each_policy_and_stays_small() {
+        let config = Config::default();
+        let mut runs = Vec::new();
+        for policy in [Policy::Naive, Policy::Budgeted] {
+            let config = Config {
+                policy,
+                ..config.clone()
+            };
+            let (last, timeline) = run_sampled(config).await;
+            assert_eq!(timeline.last().unwrap().attempts, last.attempts);
+            runs.push((policy, timeline));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("storm.svg");
+        plot(crate::plot::create(&path).unwrap(), &path, &config, &runs).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in [
+            "naive",
+            "budgeted",
+            "attempts/s",
+            "ok/s",
+            "waiting in line",
+            "4x slower",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        assert!(svg.len() < 300_000, "{} bytes", svg.len());
     }
 }

@@ -17,7 +17,8 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     pub warmup: u32,
     /// Open a new connection for every call (fair, resumed vs full handshake,
-    /// and the naive client that rebuilds everything) instead of reusing one
+    /// and the naive client that rebuilds everything), beside a reused gRPC
+    /// and REST (h2) arm to compare with
     #[arg(long)]
     pub fresh_connections: bool,
     /// Run this many rounds and show how much p50 moves between them
@@ -34,6 +35,10 @@ pub struct Args {
     /// listener in this process), and report every arm as a multiple of it
     #[arg(long)]
     pub floor: bool,
+    /// Draw each arm's p50 and p99 (log scale, the floor's p50 as a line) as
+    /// an SVG file
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// The gRPC server (ignored with --spawn)
     #[arg(long, default_value = grpc_client::cli::DEFAULT_TARGET)]
     pub grpc: String,

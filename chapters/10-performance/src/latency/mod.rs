@@ -13,7 +13,7 @@
 //!   shared TLS configuration, with session resumption on and then off; the same
 //!   through reqwest with its pool turned off; and the naive client that rebuilds
 //!   everything (reads the CA file, builds a TLS configuration and a client) for
-//!   every call;
+//!   every call; beside the reused gRPC and REST (h2) arms, to compare with;
 //! - `--floor`: a raw TCP ping-pong of the request's size on loopback, the least
 //!   a request and its answer can cost on this machine.
 //!
@@ -25,7 +25,8 @@
 //! - `arms.rs`: where the servers are, and the arms of a run;
 //! - `measure.rs`: the interleaved schedule, the measuring loop, the samples
 //!   and their CSV;
-//! - `report.rs`: what the run prints; `run.rs`: the program, start to end.
+//! - `report.rs`: what the run prints (and draws, with `--plot`); `run.rs`:
+//!   the program, start to end.
 //!
 //! The statistics are [`crate::stats`].
 

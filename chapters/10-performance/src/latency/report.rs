@@ -34,7 +34,7 @@ pub(super) fn print_plan(args: &Args, placement: &str) {
         program::proc::cpus_allowed()
     );
     let how = if args.fresh_connections {
-        "a new connection per call"
+        "a new connection per call (two arms reuse one, to compare)"
     } else {
         "one reused connection (or pool) per arm"
     };
@@ -112,4 +112,38 @@ pub(super) fn print_handshakes(arms: &[Arm]) {
             println!("{:<38} {full} full, {resumed} resumed", arm.label);
         }
     }
+}
+
+/// `--plot`: one row per arm, p50 and p99 over every round, and the floor's
+/// p50 (the last arm, with `--floor`) as the line nothing can beat.
+pub(super) fn plot(
+    file: std::fs::File,
+    path: &std::path::Path,
+    args: &Args,
+    arms: &[Arm],
+    samples: &Samples,
+) -> anyhow::Result<()> {
+    let rows: Vec<crate::plot::Row> = arms
+        .iter()
+        .zip(samples)
+        .filter_map(|(arm, rounds)| {
+            let s = Summary::of(&rounds.concat())?;
+            Some(crate::plot::Row {
+                label: arm.label.clone(),
+                p50: ms(s.p50),
+                p99: ms(s.p99),
+            })
+        })
+        .collect();
+    let floor = args.floor.then(|| rows.last().map(|r| r.p50)).flatten();
+    let title = format!(
+        "latency_compare{}: p50 and p99 of {} calls per arm",
+        if args.fresh_connections {
+            " --fresh-connections"
+        } else {
+            ""
+        },
+        args.calls * args.repeat,
+    );
+    crate::plot::dots(file, path, &title, &rows, floor)
 }

@@ -7,6 +7,8 @@ use super::{Args, Servers, arms, floor_arm, measure, report, rest_body, write_cs
 
 /// The program: set up the arms, measure, print, write the CSV.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    // Before measuring: a plot that cannot be written fails at once.
+    let plot = args.plot.as_deref().map(crate::plot::create).transpose()?;
     let ca = args.ca.clone().unwrap_or_else(program::default_ca);
     // Keep the in-process stack alive for the whole run.
     let (_stack, servers, placement) = if args.spawn {
@@ -59,6 +61,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         std::io::Write::flush(&mut file)?;
         println!();
         println!("every sample written to {}", path.display());
+    }
+    if let (Some(file), Some(path)) = (plot, &args.plot) {
+        report::plot(file, path, &args, &arms, &samples)?;
+        println!();
+        println!("plot: {}", path.display());
     }
     Ok(())
 }
