@@ -66,10 +66,22 @@ pub mod ch13;
 pub mod ch13;
 
 #[cfg(not(feature = "solutions"))]
+pub mod ch14;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch14.rs"]
+pub mod ch14;
+
+#[cfg(not(feature = "solutions"))]
 pub mod ch15;
 #[cfg(feature = "solutions")]
 #[path = "../solutions/ch15.rs"]
 pub mod ch15;
+
+#[cfg(not(feature = "solutions"))]
+pub mod ch16;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch16.rs"]
+pub mod ch16;
 
 #[cfg(not(feature = "solutions"))]
 pub mod ch17;
