@@ -18,12 +18,15 @@
 //!   every observed file a page shows is one a step writes (`commands.rs`);
 //! - every measured figure in a sentence is drawn from a run's output or
 //!   marked for what it is (`figures.rs`);
+//! - every step of an Exercise that shows commands has a measured time;
 //! - the answers appendix is what `cargo xtask answers` would write.
 
 use std::{
     collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
 };
+
+use mdbook_figures::times;
 
 use crate::{
     anchors,
@@ -102,9 +105,9 @@ impl Book {
             .collect())
     }
 
-    /// Chapter titles with their quizzes and the code exercise each page sets
-    /// (the one whose solution it links), in book order.
-    pub fn quizzes(&self) -> anyhow::Result<Vec<(String, quiz::Quiz, Option<u32>)>> {
+    /// Each chapter page's title, its quizzes (where they sit) and the code
+    /// exercise it sets (the one whose solution it links), in book order.
+    pub fn quizzes(&self) -> anyhow::Result<Vec<quiz::PageQuizzes>> {
         let mut out = Vec::new();
         for page in self.chapters()? {
             let title = page
@@ -120,15 +123,27 @@ impl Book {
                 .split("solutions.md#ch")
                 .nth(1)
                 .and_then(|rest| rest.get(..2)?.parse().ok());
-            if let Some(quiz_path) = quiz_of(&page) {
-                out.push((title, quiz::read(&quiz_path)?, exercise));
+            let mut quizzes = Vec::new();
+            for place in quiz::Place::ALL {
+                if let Some(path) = quiz_in(&page, place) {
+                    quizzes.push((place, quiz::read(&path, place)?));
+                }
             }
+            out.push(quiz::PageQuizzes {
+                title,
+                quizzes,
+                exercise,
+            });
         }
         Ok(out)
     }
 
     pub fn answers_path(&self) -> PathBuf {
         self.src().join("answers.md")
+    }
+
+    pub fn instructors_path(&self) -> PathBuf {
+        self.src().join("instructors.md")
     }
 }
 
@@ -141,10 +156,11 @@ fn is_chapter_file(name: &str) -> bool {
         && b[3].is_ascii_digit()
 }
 
-fn quiz_of(page: &Page) -> Option<PathBuf> {
-    page.directives("quiz")
-        .first()
-        .map(|(_, path)| page.dir().join(path))
+/// The quiz in the page's section for `place`, if it has one.
+fn quiz_in(page: &Page, place: quiz::Place) -> Option<PathBuf> {
+    let section = page.section(place.section())?;
+    let path = section.split("{{#quiz ").nth(1)?.split("}}").next()?;
+    Some(page.dir().join(path.trim()))
 }
 
 /// Runs every check; returns the problems found, each naming a file and line.
@@ -163,6 +179,7 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     for chapter in book.chapters()? {
         check_shape(&chapter, &mut problems);
     }
+    check_part_reviews(book, &mut problems)?;
     let observed = book.observed_commands()?;
     let readme = Page::read(&book.root.join("README.md"))?;
     for page in pages.iter().chain(std::iter::once(&readme)) {
@@ -174,12 +191,16 @@ pub fn check(book: &Book) -> anyhow::Result<Vec<String>> {
     figures::check(book, &pages, &mut problems)?;
     match book.quizzes() {
         Ok(quizzes) => {
-            let current = std::fs::read_to_string(book.answers_path()).unwrap_or_default();
-            if current != quiz::appendix(&quizzes) {
-                problems.push(format!(
-                    "{}: out of date with book/quizzes; run `cargo xtask answers`",
-                    book.answers_path().display()
-                ));
+            for (path, text) in [
+                (book.answers_path(), quiz::appendix(&quizzes)),
+                (book.instructors_path(), quiz::instructor_notes(&quizzes)),
+            ] {
+                if std::fs::read_to_string(&path).unwrap_or_default() != text {
+                    problems.push(format!(
+                        "{}: out of date with book/quizzes; run `cargo xtask answers`",
+                        path.display()
+                    ));
+                }
             }
         }
         Err(e) => problems.push(format!("{e:#}")),
@@ -473,6 +494,14 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
             page.path.display()
         ));
     }
+    for step in steps_without_a_time(page) {
+        problems.push(format!(
+            "{}: the step \"{step}\" shows commands but no measured time: observe them \
+             (book/observe/), name the full run's kept folder under its block \
+             (`<!-- kept run: NAME -->`), or say why it is not timed (`<!-- not timed: WHY -->`)",
+            page.path.display()
+        ));
+    }
     let words = page.text.split_whitespace().count();
     if words < 600 {
         problems.push(format!(
@@ -480,19 +509,79 @@ pub fn check_shape(page: &Page, problems: &mut Vec<String>) {
             page.path.display()
         ));
     }
-    let has_quiz = page
-        .section("Knowledge check")
-        .is_some_and(|s| s.contains("{{#quiz "));
-    if !has_quiz {
-        problems.push(format!(
-            "{}: its Knowledge check has no {{{{#quiz ...}}}}",
-            page.path.display()
-        ));
-    } else if let Some(path) = quiz_of(page)
-        && let Err(e) = quiz::read(&path)
-    {
-        problems.push(format!("{e:#}"));
+    // A check right after the idea, before the run that shows it, and the
+    // chapter's own at the end; a Part's review is checked with the outline.
+    for place in [quiz::Place::Concept, quiz::Place::KnowledgeCheck] {
+        match quiz_in(page, place) {
+            None => problems.push(format!(
+                "{}: its {} section has no {{{{#quiz ...}}}}",
+                page.path.display(),
+                place.section()
+            )),
+            Some(path) => {
+                if let Err(e) = quiz::read(&path, place) {
+                    problems.push(format!("{e:#}"));
+                }
+            }
+        }
     }
+}
+
+/// Every Part of the outline (a `# ` line of SUMMARY.md) ends with a review:
+/// its last chapter page has a `## Part review: which limit?` with a quiz.
+pub fn check_part_reviews(book: &Book, problems: &mut Vec<String>) -> anyhow::Result<()> {
+    let summary = Page::read(&book.src().join("SUMMARY.md"))?;
+    let mut last_of_part: Vec<(String, Option<String>)> = Vec::new();
+    for line in summary.text.lines() {
+        if let Some(part) = line.strip_prefix("# ").filter(|p| *p != "Summary") {
+            last_of_part.push((part.to_string(), None));
+        } else if let Some((_, target)) = line.split_once("](")
+            && let Some(file) = target.strip_suffix(')').filter(|t| is_chapter_file(t))
+            && let Some((_, last)) = last_of_part.last_mut()
+        {
+            *last = Some(file.to_string());
+        }
+    }
+    for (part, last) in last_of_part {
+        let Some(file) = last else { continue };
+        let page = Page::read(&book.src().join(&file))?;
+        if quiz_in(&page, quiz::Place::PartReview).is_none() {
+            problems.push(format!(
+                "{}: the Part \"{part}\" ends here without a `## {}` section and its quiz",
+                page.path.display(),
+                quiz::Place::PartReview.section()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Exercise's steps (`### ...`) that show console commands of which
+/// none has a measured time (`mdbook_figures::times`): a reader should know
+/// how long a step takes before starting it.
+fn steps_without_a_time(page: &Page) -> Vec<String> {
+    let Some(chapter) = page
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.get(..4))
+    else {
+        return Vec::new();
+    };
+    let times = times::Times::read(page.dir(), chapter).unwrap_or_default();
+    let exercise = page.section("Exercise").unwrap_or_default();
+    let mut missing = Vec::new();
+    for step in exercise.split("\n### ").skip(1) {
+        let blocks = times::console_blocks(step);
+        if !blocks.is_empty()
+            && blocks
+                .iter()
+                .all(|block| times::note(page.dir(), &times, block).is_none())
+        {
+            missing.push(step.lines().next().unwrap_or_default().to_string());
+        }
+    }
+    missing
 }
 
 /// How many measured numbers a page's prose may carry per 1,000 words: a

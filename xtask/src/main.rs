@@ -68,7 +68,7 @@ enum Task {
         #[arg(value_name = "PAGE")]
         pages: Vec<String>,
     },
-    /// Regenerate book/src/answers.md from book/quizzes/
+    /// Regenerate book/src/answers.md and instructors.md from book/quizzes/
     Answers,
     /// Regenerate book/src/generated/status-codes.md from proto::status
     StatusTable,
@@ -148,9 +148,11 @@ fn answers(root: &Path) -> anyhow::Result<()> {
     let book = Book {
         root: root.to_path_buf(),
     };
-    let text = quiz::appendix(&book.quizzes()?);
-    std::fs::write(book.answers_path(), text)?;
+    let quizzes = book.quizzes()?;
+    std::fs::write(book.answers_path(), quiz::appendix(&quizzes))?;
     println!("wrote {}", book.answers_path().display());
+    std::fs::write(book.instructors_path(), quiz::instructor_notes(&quizzes))?;
+    println!("wrote {}", book.instructors_path().display());
     Ok(())
 }
 

@@ -22,6 +22,8 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+
+pub mod times;
 use regex::Regex;
 use serde::Deserialize;
 

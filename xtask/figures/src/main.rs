@@ -6,9 +6,15 @@
 //! The book is edited as JSON rather than through mdBook's own types, which
 //! would pull mdBook into the workspace: only each chapter's `content` changes.
 
-use std::{collections::HashMap, io::Read, path::PathBuf, process::ExitCode};
+use std::{
+    collections::HashMap,
+    io::Read,
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::Context;
+use mdbook_figures::times;
 use serde_json::Value;
 
 fn main() -> ExitCode {
@@ -35,13 +41,14 @@ fn run() -> anyhow::Result<()> {
         .map(PathBuf::from)
         .context("the context names no book root")?;
     let values = mdbook_figures::Figures::load(&root)?.resolve()?;
-    fill(&mut book, &values)?;
+    fill(&mut book, &values, &root.join("src"))?;
     serde_json::to_writer(std::io::stdout().lock(), &book)?;
     Ok(())
 }
 
 /// Every chapter is an object with `content` and `sub_items`, wherever it sits.
-fn fill(node: &mut Value, values: &HashMap<String, String>) -> anyhow::Result<()> {
+/// A chapter page (`chNN-*.md`) also gets its measured times under its commands.
+fn fill(node: &mut Value, values: &HashMap<String, String>, src: &Path) -> anyhow::Result<()> {
     match node {
         Value::Object(map) => {
             if map.contains_key("sub_items") {
@@ -50,14 +57,27 @@ fn fill(node: &mut Value, values: &HashMap<String, String>) -> anyhow::Result<()
                     .and_then(Value::as_str)
                     .unwrap_or("?")
                     .to_string();
+                let chapter = map
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .and_then(|p| p.strip_suffix(".md")?.get(..4))
+                    .filter(|c| c.starts_with("ch"))
+                    .map(str::to_string);
                 if let Some(Value::String(content)) = map.get_mut("content") {
                     *content = mdbook_figures::expand(content, values)
                         .with_context(|| format!("in the chapter {name:?}"))?;
+                    if let Some(chapter) = chapter {
+                        let times = times::Times::read(src, &chapter)?;
+                        *content = times::annotate(content, src, &times);
+                    }
+                    if content.contains(times::SHORT_PATH) {
+                        *content = content.replace(times::SHORT_PATH, &times::short_path(src)?);
+                    }
                 }
             }
-            map.values_mut().try_for_each(|v| fill(v, values))
+            map.values_mut().try_for_each(|v| fill(v, values, src))
         }
-        Value::Array(items) => items.iter_mut().try_for_each(|v| fill(v, values)),
+        Value::Array(items) => items.iter_mut().try_for_each(|v| fill(v, values, src)),
         _ => Ok(()),
     }
 }

@@ -9,7 +9,8 @@
 //!   wait bounded (`wait.rs`);
 //! - `output.rs` is what an observed file holds and how raw output becomes one;
 //! - `build.rs` builds what the steps run, first;
-//! - `compare.rs` is `--check`'s verdict; `machine.rs` writes each chapter's `chNN-machine.txt`.
+//! - `compare.rs` is `--check`'s verdict; `machine.rs` writes each chapter's
+//!   `chNN-machine.txt`; the runner writes its `chNN-times.toml` (`mdbook_figures::times`).
 
 mod build;
 mod compare;

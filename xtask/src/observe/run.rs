@@ -11,7 +11,7 @@ use std::{
     fs::File,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, bail};
@@ -24,6 +24,7 @@ use crate::observe::{
     steps::{self, Action, Chapter},
     wait,
 };
+use mdbook_figures::times::{self, Times};
 
 /// A command may build in release mode before it runs an experiment.
 const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -42,6 +43,7 @@ const SETTLE: Duration = Duration::from_millis(500);
 struct Background {
     file: String,
     command: String,
+    started: Instant,
     child: Guarded,
     output: PathBuf,
     normalise: Normalise,
@@ -57,6 +59,8 @@ pub struct Runner {
     background: Vec<Background>,
     servers: Vec<Server>,
     spawned: usize,
+    /// How long each command of the chapter took (`mdbook_figures::times`).
+    times: Vec<(String, Duration, bool)>,
 }
 
 impl Drop for Runner {
@@ -79,11 +83,14 @@ impl Runner {
             background: Vec::new(),
             servers: Vec::new(),
             spawned: 0,
+            times: Vec::new(),
         })
     }
 
     pub fn chapter(&mut self, chapter: &Chapter) -> anyhow::Result<()> {
         let normalise = self.normalise.clone().strip_cr(chapter.strip_cr);
+        let started = Instant::now();
+        self.times.clear();
         for step in &chapter.steps {
             eprintln!(
                 "observe {} step {}: {}",
@@ -100,7 +107,8 @@ impl Runner {
                 )
             })?;
         }
-        Ok(())
+        let times = Times::new(started.elapsed(), &std::mem::take(&mut self.times));
+        self.write(&times::file(&chapter.name), &times.to_toml()?, false)
     }
 
     fn step(&mut self, action: &Action, normalise: &Normalise) -> anyhow::Result<()> {
@@ -120,6 +128,8 @@ impl Runner {
                 if let Some(i) = self.background.iter().position(|b| b.file == w.wait) {
                     let mut command = self.background.remove(i);
                     let status = command.child.wait(RUN_LIMIT)?;
+                    self.times
+                        .push((command.command.clone(), command.started.elapsed(), false));
                     let raw = read_lossy(&command.output)?;
                     let text = output::command_output(&command.command, &raw, status);
                     self.write(&command.file, &command.normalise.apply(&text), false)
@@ -199,6 +209,7 @@ impl Runner {
         if let Some(of) = &run.of {
             self.server(Some(of))?.skip_log()?;
         }
+        let started = Instant::now();
         let mut child = Guarded::spawn(format!("`{}`", run.run), command)?;
         if run.background {
             self.background.push(Background {
@@ -207,6 +218,7 @@ impl Runner {
                     .clone()
                     .context("checked: a background run has a file")?,
                 command: run.run.clone(),
+                started,
                 child,
                 output,
                 normalise,
@@ -215,6 +227,7 @@ impl Runner {
             return Ok(());
         }
         let status = child.wait(RUN_LIMIT)?;
+        self.times.push((run.run.clone(), started.elapsed(), false));
         let raw = read_lossy(&output)?;
         match &run.file {
             Some(file) => {
@@ -234,7 +247,16 @@ impl Runner {
 
     fn start(&mut self, start: &steps::Start, normalise: &Normalise) -> anyhow::Result<()> {
         let scratch = self.scratch_path(&start.start);
+        let started = Instant::now();
         let mut server = Server::start(start, &self.root, &self.target, &scratch)?;
+        // A server's time is how long it took to be ready, under the command
+        // a reader types for it (its environment first, as a shell writes it).
+        let env: String = start.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        self.times.push((
+            format!("{env}{}", start.command_line()),
+            started.elapsed(),
+            true,
+        ));
         let startup = server.take_log(false)?;
         self.servers.push(server);
         if let Some(file) = &start.file {
