@@ -98,13 +98,19 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
         )?;
         match expect {
             Expect::Quiz => {
-                let counter = dom
-                    .find("class=\"counter\"")
-                    .map(|i| &dom[i..(i + 60).min(dom.len())]);
+                // Every quiz on the page drew its counter ("1 question", "6 questions").
+                let placeholders = std::fs::read_to_string(book.join(page))?
+                    .matches("quiz-placeholder")
+                    .count();
+                let counters = dom
+                    .match_indices("class=\"counter\"")
+                    .filter(|(i, _)| dom[*i..(*i + 60).min(dom.len())].contains(" question"))
+                    .count();
                 anyhow::ensure!(
                     dom.contains("class=\"mdbook-quiz\"")
-                        && counter.is_some_and(|c| c.contains("questions")),
-                    "{page}: the quiz did not render (no live mdbook-quiz element after scripts ran)"
+                        && placeholders > 0
+                        && counters == placeholders,
+                    "{page}: {counters} of its {placeholders} quizzes rendered (a live mdbook-quiz draws a question counter)"
                 );
             }
             Expect::Plot => {
