@@ -89,10 +89,17 @@ pub mod ch17;
 #[path = "../solutions/ch17.rs"]
 pub mod ch17;
 
+#[cfg(not(feature = "solutions"))]
+pub mod ch18;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch18.rs"]
+pub mod ch18;
+
 /// What an exercise uses but does not ask the reader to change, written once
 /// for its starter and its solution.
 pub mod given {
     pub mod ch04;
     pub mod ch05;
     pub mod ch07;
+    pub mod ch18;
 }

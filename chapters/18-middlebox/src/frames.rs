@@ -42,7 +42,8 @@ impl Frame {
 
     /// A GOAWAY's error code.
     pub fn error_code(&self) -> Option<u32> {
-        (self.kind == GOAWAY && self.len >= 8).then(|| u32::from_be_bytes(self.head[4..8].try_into().unwrap()))
+        (self.kind == GOAWAY && self.len >= 8)
+            .then(|| u32::from_be_bytes(self.head[4..8].try_into().unwrap()))
     }
 }
 
@@ -236,11 +237,20 @@ mod tests {
         let whole = Scanner::from_client().observe(&bytes);
         assert_eq!(
             kinds(&whole),
-            [(0x4, 0), (PING, 0), (HEADERS, 0x4), (PING, ACK), (DATA, END_STREAM)]
+            [
+                (0x4, 0),
+                (PING, 0),
+                (HEADERS, 0x4),
+                (PING, ACK),
+                (DATA, END_STREAM)
+            ]
         );
         for size in 1..bytes.len() {
             let mut scanner = Scanner::from_client();
-            let frames: Vec<_> = bytes.chunks(size).flat_map(|c| scanner.observe(c)).collect();
+            let frames: Vec<_> = bytes
+                .chunks(size)
+                .flat_map(|c| scanner.observe(c))
+                .collect();
             assert_eq!(frames, whole, "chunks of {size}");
             assert!(scanner.at_boundary());
         }
