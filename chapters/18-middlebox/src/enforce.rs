@@ -181,7 +181,6 @@ enum State {
     Closed,
 }
 
-// ANCHOR: enforced
 /// An accepted connection whose client PINGs are held to a [`PingPolicy`].
 /// Until a GOAWAY is owed, every byte passes both ways unchanged.
 pub struct Enforced<IO> {
@@ -206,7 +205,6 @@ pub struct Enforced<IO> {
     /// A read waiting for the server's side to reach a frame boundary.
     reader: Option<Waker>,
 }
-// ANCHOR_END: enforced
 
 impl<IO> Enforced<IO> {
     pub fn new(io: IO, policy: PingPolicy, log: Log) -> Self {
@@ -267,7 +265,6 @@ impl<IO> Enforced<IO> {
         }
     }
 
-    // ANCHOR: ping
     /// grpc-go's `handlePing`, for a PING received at `now`.
     fn ping(&mut self, now: Instant) {
         self.pings += 1;
@@ -299,7 +296,6 @@ impl<IO> Enforced<IO> {
             };
         }
     }
-    // ANCHOR_END: ping
 
     /// Follows bytes that the server's side has written.
     fn wrote(&mut self, bytes: &[u8]) {
@@ -343,7 +339,6 @@ impl<IO> Enforced<IO> {
 }
 
 impl<IO: AsyncWrite + Unpin> Enforced<IO> {
-    // ANCHOR: goaway
     /// Writes the owed GOAWAY and shuts the socket's write side. Only called
     /// at a frame boundary of the server's side.
     fn poll_goaway(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -376,7 +371,6 @@ impl<IO: AsyncWrite + Unpin> Enforced<IO> {
             }
         }
     }
-    // ANCHOR_END: goaway
 
     /// Whether a GOAWAY is owed (or going out) and may go out now.
     fn goaway_due(&self) -> bool {
@@ -539,7 +533,6 @@ impl<IO: Connected> Connected for Enforced<IO> {
     }
 }
 
-// ANCHOR: enforce
 /// Wraps every accepted connection of `accepted` (as a tokio_stream
 /// `TcpListenerStream` yields them) for tonic's `serve_with_incoming`.
 pub fn enforce(
@@ -556,4 +549,3 @@ pub fn enforce(
         Ok(enforced)
     })
 }
-// ANCHOR_END: enforce

@@ -58,7 +58,6 @@ use crate::frames::{self, Scanner};
 /// The largest chunk read from a peer at once.
 pub const CHUNK_BYTES: usize = 16 * 1024;
 
-// ANCHOR: policy
 /// What the box does to a flow it has forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -83,7 +82,6 @@ pub struct Policy {
     /// answers or ignores them itself. An eaten PING is not activity.
     pub eat_pings: bool,
 }
-// ANCHOR_END: policy
 
 /// What a middlebox has done so far, over all its flows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,7 +307,6 @@ impl Flow {
         }
     }
 
-    // ANCHOR: expire
     /// When the flow is forgotten unless a byte passes first. Activity moves
     /// it later; the timer is set again on every turn of the loop.
     fn deadline(&self) -> Option<Instant> {
@@ -325,7 +322,6 @@ impl Flow {
         add(&self.counters.expired, 1);
         ControlFlow::Continue(())
     }
-    // ANCHOR_END: expire
 
     /// Read from peer `i` once it has nothing left to pass on; write to it
     /// while the other peer does.
@@ -375,7 +371,6 @@ impl Flow {
         ControlFlow::Continue(())
     }
 
-    // ANCHOR: bytes
     /// Bytes from peer `i`.
     fn on_bytes(&mut self, i: usize, bytes: &[u8]) {
         if self.expired {
@@ -401,7 +396,6 @@ impl Flow {
             self.last_activity = Instant::now();
         }
     }
-    // ANCHOR_END: bytes
 
     /// Peer `i` ended its stream (FIN).
     fn on_close(&mut self, i: usize) {

@@ -3,10 +3,8 @@
 
 use std::fmt::Write;
 
-use harness::{
-    Folder,
-    plot::{self, Panel, Series},
-};
+use harness::Folder;
+use plotters::prelude::*;
 
 use crate::run::{
     Behaviour, Cell, Config, PINGERS, Part, PingCall, PingConnection, PingSeen, Setup,
@@ -20,12 +18,12 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         let grid = grid(config, &cells);
         writeln!(
             report,
-            "## The first call after {} of quiet (T = {}, deadline {})\n\n{grid}\n## Every cell\n\n{}",
+            "**The first call after {} of quiet** (T = {}, deadline {}; every cell: `cells.md`)\n\n{grid}",
             program::duration::Show(crate::run::idle_spell(config)),
             program::duration::Show(config.idle),
             program::duration::Show(config.deadline),
-            details(&cells)
         )?;
+        folder.write_text("cells.md", &details(&cells))?;
         shown.push_str(&grid);
     }
     if config.parts.contains(&Part::Pings) {
@@ -34,7 +32,7 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         let table = pings_table(config, &calls, &connections);
         writeln!(
             report,
-            "## A8: pings against a server that allows one every {}\n\n{table}\n![pings, GOAWAYs and calls per connection](pings.svg)\n",
+            "**A8: pings against a server that allows one every {}**\n\n{table}",
             program::duration::Show(config.min_time)
         )?;
         shown.push_str(&format!("\n{table}"));
@@ -50,7 +48,6 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     values.get(values.len() / 2).copied()
 }
 
-// ANCHOR: verdict
 /// A cell in words: whether the first call after the quiet worked, and if
 /// not, how it failed and how long the channel took to work again.
 fn verdict(config: &Config, cells: &[&Cell]) -> String {
@@ -94,7 +91,6 @@ fn verdict(config: &Config, cells: &[&Cell]) -> String {
     };
     format!("{how}: {}{of}, {after}", outcomes.join(" / "))
 }
-// ANCHOR_END: verdict
 
 fn grid(config: &Config, cells: &[Cell]) -> String {
     let mut table = String::from("| setup |");
@@ -191,44 +187,115 @@ fn pings_table(config: &Config, calls: &[PingCall], connections: &[PingConnectio
     table
 }
 
-/// One panel per client: each connection's pings as dots at its number, its
-/// GOAWAY as a dot above them, the calls along the bottom.
+/// One panel per client: each connection's pings on its own line (numbered
+/// from 1), its GOAWAY as a cross, the calls along the bottom line. Events
+/// are few, so each gets a marker a reader can see.
 fn timeline(
     calls: &[PingCall],
     connections: &[PingConnection],
     pings: &[PingSeen],
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let panels: Vec<Panel> = PINGERS
+    let x_max = pings
         .iter()
-        .map(|pinger| {
-            let conns: Vec<&PingConnection> = connections
-                .iter()
-                .filter(|c| c.client == pinger.name)
-                .collect();
-            let goaways = conns
-                .iter()
-                .filter_map(|c| Some((c.goaway_s?, c.connection as f64 + 1.3)))
-                .collect();
-            let calls = calls
-                .iter()
-                .filter(|c| c.client == pinger.name)
-                .map(|c| (c.t_s, 0.3))
-                .collect();
-            let pings = pings
-                .iter()
-                .filter(|p| p.client == pinger.name)
-                .map(|p| (p.t_s, p.connection as f64 + 1.0))
-                .collect();
-            Panel {
-                y_label: format!("connection ({})", pinger.name),
-                series: vec![
-                    Series::dots("pings", pings),
-                    Series::dots("calls", calls),
-                    Series::dots("GOAWAY", goaways),
-                ],
-            }
-        })
-        .collect();
-    plot::panels(path, "Pings, GOAWAYs and calls", "seconds", &panels)
+        .map(|p| p.t_s)
+        .chain(calls.iter().map(|c| c.t_s))
+        .fold(1.0, f64::max)
+        // Room on the right for the legend, clear of the last events.
+        * 1.3;
+    let mut svg = String::new();
+    draw(&mut svg, x_max, calls, connections, pings).map_err(|e| anyhow::anyhow!("{e}"))?;
+    harness::records::write(path, svg.as_bytes())
+}
+
+fn draw(
+    svg: &mut String,
+    x_max: f64,
+    calls: &[PingCall],
+    connections: &[PingConnection],
+    pings: &[PingSeen],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (blue, red, green) = (
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+    );
+    let root =
+        SVGBackend::with_string(svg, (720, 60 + 220 * PINGERS.len() as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        "Pings, GOAWAYs and calls, per connection",
+        ("sans-serif", 20),
+    )?;
+    for (area, pinger) in root.split_evenly((PINGERS.len(), 1)).iter().zip(PINGERS) {
+        let mine = |client: &str| client == pinger.name;
+        let lines = connections
+            .iter()
+            .filter(|c| mine(&c.client))
+            .map(|c| c.connection + 1)
+            .max()
+            .unwrap_or(1);
+        let mut chart = ChartBuilder::on(area)
+            .caption(pinger.name, ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..x_max, -0.5..lines as f64 + 0.5)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("connection")
+            .y_labels(lines as usize + 2)
+            .y_label_formatter(&|y| {
+                if *y >= 0.5 && y.fract() == 0.0 {
+                    format!("{y:.0}")
+                } else if *y == 0.0 {
+                    "calls".into()
+                } else {
+                    String::new()
+                }
+            })
+            .draw()?;
+        chart
+            .draw_series(
+                pings
+                    .iter()
+                    .filter(|p| mine(&p.client))
+                    .map(|p| Circle::new((p.t_s, p.connection as f64 + 1.0), 3, blue.filled())),
+            )?
+            .label("PING")
+            .legend(move |(x, y)| Circle::new((x, y), 3, blue.filled()));
+        chart
+            .draw_series(
+                connections
+                    .iter()
+                    .filter(|c| mine(&c.client))
+                    .filter_map(|c| {
+                        Some(Cross::new(
+                            (c.goaway_s?, c.connection as f64 + 1.0),
+                            7,
+                            red.stroke_width(2),
+                        ))
+                    }),
+            )?
+            .label("GOAWAY")
+            .legend(move |(x, y)| Cross::new((x, y), 5, red.stroke_width(2)));
+        chart
+            .draw_series(
+                calls
+                    .iter()
+                    .filter(|c| mine(&c.client))
+                    .map(|c| TriangleMarker::new((c.t_s, 0.0), 6, green.filled())),
+            )?
+            .label("call")
+            .legend(move |(x, y)| TriangleMarker::new((x, y), 5, green.filled()));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE)
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
 }

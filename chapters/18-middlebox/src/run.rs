@@ -524,7 +524,6 @@ fn rest_failure(error: &reqwest::Error) -> &'static str {
     }
 }
 
-// ANCHOR: pinger
 /// A client of the ping part: how often it pings, and whether with no call open.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pinger {
@@ -535,7 +534,6 @@ pub struct Pinger {
     pub while_idle: bool,
     pub permit_without_calls: bool,
 }
-// ANCHOR_END: pinger
 
 /// The ping part's rows: a client that pings faster than the server allows;
 /// one that pings less often than it allows; and the same polite client
@@ -619,13 +617,11 @@ async fn pings_part(config: &Config) -> anyhow::Result<PingRecords> {
 }
 
 async fn pinger_run(config: &Config, pinger: Pinger) -> anyhow::Result<PingRecords> {
-    // ANCHOR: policy
     let policy = PingPolicy {
         min_time: config.min_time,
         permit_without_calls: pinger.permit_without_calls,
         ..PingPolicy::A8_DEFAULT
     };
-    // ANCHOR_END: policy
     let server = server::grpc(Options {
         pings: Some(policy),
         ..Options::default()

@@ -58,7 +58,6 @@ pub struct Running {
     _stop: oneshot::Sender<()>,
 }
 
-// ANCHOR: grpc
 pub async fn grpc(options: Options) -> anyhow::Result<Running> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -92,7 +91,6 @@ pub async fn grpc(options: Options) -> anyhow::Result<Running> {
         _stop: stop,
     })
 }
-// ANCHOR_END: grpc
 
 /// An HTTP/1.1 server with one route, `GET /hello`, and hyper's default
 /// keep-alive (a connection stays open as long as the client keeps it).
