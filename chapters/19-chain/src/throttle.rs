@@ -45,7 +45,6 @@ pub trait Throttle {
     fn record(&mut self, now: Instant, accepted: bool);
 }
 
-// ANCHOR: sre
 /// The SRE book's client-side adaptive throttling.
 ///
 /// Source: *Site Reliability Engineering* (O'Reilly, 2016), chapter 21
@@ -161,9 +160,7 @@ impl Throttle for Sre {
         }
     }
 }
-// ANCHOR_END: sre
 
-// ANCHOR: a6
 /// gRFC A6's retry throttling (the service config's `retryThrottling`).
 ///
 /// Source: gRFC A6 "gRPC Retry Design", section "Throttling Retry Attempts
@@ -287,9 +284,7 @@ impl fmt::Debug for A6 {
             .finish()
     }
 }
-// ANCHOR_END: a6
 
-// ANCHOR: tower
 /// When [`TowerBudget`] deposits into tower's budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -376,4 +371,3 @@ impl fmt::Debug for TowerBudget {
             .finish()
     }
 }
-// ANCHOR_END: tower
