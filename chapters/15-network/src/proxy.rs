@@ -334,25 +334,36 @@ async fn accept_loop(
     mode: watch::Sender<Mode>,
     accepted: Arc<AtomicU64>,
 ) {
-    // Owning the connections here means aborting this task ends them all.
+    accept_each(listener, "proxy", |client| {
+        let n = accepted.fetch_add(1, Ordering::Relaxed);
+        // One seed per connection, so a run draws the same delays again.
+        let seed = shared.path.seed.wrapping_add(n);
+        connection(client, shared.clone(), seed, mode.subscribe())
+    })
+    .await
+}
+
+/// Accepts connections on `listener` for as long as it runs, each served by
+/// a task of its own that `serve` makes (chapter 18's middlebox uses it too).
+/// The tasks are owned here, so aborting the task that runs this ends them all.
+pub async fn accept_each<F, Fut>(listener: TcpListener, who: &str, mut serve: F)
+where
+    F: FnMut(TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            next = listener.accept() => {
-                let client = match next {
-                    Ok((client, _)) => client,
-                    Err(error) => {
-                        // Out of file descriptors, say: wait rather than spin.
-                        tracing::warn!(%error, "the proxy cannot accept a connection");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
-                let n = accepted.fetch_add(1, Ordering::Relaxed);
-                // One seed per connection, so a run draws the same delays again.
-                let seed = shared.path.seed.wrapping_add(n);
-                connections.spawn(connection(client, shared.clone(), seed, mode.subscribe()));
-            }
+            next = listener.accept() => match next {
+                Ok((client, _)) => {
+                    connections.spawn(serve(client));
+                }
+                Err(error) => {
+                    // Out of file descriptors, say: wait rather than spin.
+                    tracing::warn!(%error, "the {who} cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
             Some(_) = connections.join_next() => {}
         }
     }

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use tokio::{
     io::{AsyncWriteExt, Interest, Ready},
     net::{TcpListener, TcpStream},
-    task::{JoinHandle, JoinSet},
+    task::JoinHandle,
     time::{Instant, sleep_until},
 };
 
@@ -182,26 +182,11 @@ async fn accept_loop(
     policy: Policy,
     counters: Arc<Counters>,
 ) {
-    // Owning the flows here means aborting this task ends them all.
-    let mut flows = JoinSet::new();
-    loop {
-        tokio::select! {
-            next = listener.accept() => {
-                let client = match next {
-                    Ok((client, _)) => client,
-                    Err(error) => {
-                        // Out of file descriptors, say: wait rather than spin.
-                        tracing::warn!(%error, "the middlebox cannot accept a connection");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
-                add(&counters.flows, 1);
-                flows.spawn(flow(client, upstream, policy, counters.clone()));
-            }
-            Some(_) = flows.join_next() => {}
-        }
-    }
+    network::proxy::accept_each(listener, "middlebox", |client| {
+        add(&counters.flows, 1);
+        flow(client, upstream, policy, counters.clone())
+    })
+    .await
 }
 
 async fn flow(client: TcpStream, upstream: SocketAddr, policy: Policy, counters: Arc<Counters>) {
