@@ -7,7 +7,7 @@
 //! while (an AWS Network Load Balancer: 350 s). Neither end is told. Only
 //! the next packet finds out, and what it finds depends on the box: most
 //! drop it without a word, so the sender waits for an answer that never
-//! comes; an NLB (since 2019) answers it with a RST, so the sender learns at
+//! comes; an AWS NLB answers it with a RST, so the sender learns at
 //! once. Keepalive exists because of these boxes: something must cross
 //! before the box's timer runs out.
 //!
@@ -66,8 +66,7 @@ pub enum OnIdle {
     /// no FIN, no RST, no answer at all.
     Drop,
     /// Answer the next bytes (or FIN) a peer sends with a RST, as an AWS NLB
-    /// does: "If a client or a target sends data after the idle timeout
-    /// period elapses, it receives a TCP RST packet."
+    /// does to traffic on a flow it no longer tracks.
     Reset,
 }
 

@@ -189,7 +189,7 @@ impl Setup {
 
 /// What the middlebox does: forget an idle flow silently or with a RST, or
 /// also swallow every PING (and forget the idle flow silently).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Behaviour {
     Drop,
     Reset,
