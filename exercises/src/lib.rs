@@ -95,6 +95,12 @@ pub mod ch18;
 #[path = "../solutions/ch18.rs"]
 pub mod ch18;
 
+#[cfg(not(feature = "solutions"))]
+pub mod ch19;
+#[cfg(feature = "solutions")]
+#[path = "../solutions/ch19.rs"]
+pub mod ch19;
+
 /// What an exercise uses but does not ask the reader to change, written once
 /// for its starter and its solution.
 pub mod given {
@@ -102,4 +108,5 @@ pub mod given {
     pub mod ch05;
     pub mod ch07;
     pub mod ch18;
+    pub mod ch19;
 }

@@ -149,6 +149,12 @@ impl<T> Core<T> {
         &self.rules
     }
 
+    /// Changes how long each call takes from the next one a worker starts:
+    /// a slower dependency, say (chapter 19's trigger doubles it).
+    pub fn set_service(&mut self, service: Duration) {
+        self.rules.service = service;
+    }
+
     pub fn waiting(&self) -> usize {
         self.queue.len()
     }

@@ -176,6 +176,11 @@ impl Pool {
             .map(|fate| (fate, records.iter().filter(|w| w.fate == fate).count()))
     }
 
+    /// Changes the work each call takes, from the next call a worker starts.
+    pub fn set_service(&self, service: Duration) {
+        self.core.lock().unwrap().set_service(service);
+    }
+
     /// Calls being worked on and waiting, right now.
     pub fn load(&self) -> (usize, usize) {
         let core = self.core.lock().unwrap();

@@ -156,12 +156,16 @@ pub fn row(max_tokens: f64, token_ratio: f64, max_attempts: u32) -> Row {
     }
 }
 
-/// A Markdown table: one row per `(maxTokens, tokenRatio)`.
-pub fn table(pairs: &[(f64, f64)], max_attempts: u32) -> String {
-    let mut out = String::from(
+// ANCHOR: table
+/// A Markdown table: one row per `(maxTokens, tokenRatio)`, each call
+/// making up to `max_attempts`; the worst long run through `layers` hops
+/// that each throttle their own retries is the product of theirs.
+pub fn table(pairs: &[(f64, f64)], max_attempts: u32, layers: u32) -> String {
+    let mut out = format!(
         "| maxTokens | tokenRatio | retries stop above failure rate \
-         | worst long-run attempts per call | extra attempts at the start of an outage |\n\
-         |---:|---:|---:|---:|---:|\n",
+         | worst long-run attempts per call | through {layers} layers \
+         | extra attempts at the start of an outage |\n\
+         |---:|---:|---:|---:|---:|---:|\n",
     );
     for &(max_tokens, token_ratio) in pairs {
         let row = row(max_tokens, token_ratio, max_attempts);
@@ -173,14 +177,16 @@ pub fn table(pairs: &[(f64, f64)], max_attempts: u32) -> String {
         };
         writeln!(
             out,
-            "| {} | {} | {:.1} % | {:.3} | {} |",
+            "| {} | {} | {:.1} % | {:.3} | {:.3} | {} |",
             row.max_tokens,
             row.token_ratio,
             row.stop_rate * 100.0,
             row.worst_attempts,
+            row.worst_attempts.powi(layers as i32),
             burst,
         )
         .expect("writing to a String cannot fail");
     }
     out
 }
+// ANCHOR_END: table

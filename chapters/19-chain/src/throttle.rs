@@ -75,8 +75,17 @@ pub trait Throttle {
 /// attempts per request, and retries at most 10 % of a client's requests).
 ///
 /// Modelling choices (the book leaves them open):
-/// - a request is counted when it is asked about, and the probability is
-///   computed before it is counted;
+/// - a request the throttle rejects is counted at once; a request it lets
+///   through is counted when it ends ([`Throttle::record`]), together with
+///   its accept if it was accepted. Counted when asked about instead, the
+///   calls in flight would read as failures: a client starting with a
+///   burst (140 calls a second, ~45 ms each) sees requests but no accepts
+///   yet, and with K = 1.1 it throttled itself to a few percent of its
+///   calls, a hole the formula climbs out of by a factor of K per window
+///   (this chapter's first run did exactly that). go-zero's
+///   `googlebreaker.go` counts the same way (`markSuccess`/`markFailure`
+///   after the call, `markDrop` for a rejection);
+/// - the probability is computed before the request is counted;
 /// - the window slides: each request and accept is remembered with its time
 ///   and forgotten `window` later (the book says "the last two minutes").
 ///
@@ -145,21 +154,29 @@ impl Sre {
     }
 }
 
+// ANCHOR: sre
 impl Throttle for Sre {
     fn admit(&mut self, now: Instant, _retry: bool, draw: f64) -> bool {
         let p = self.rejection_probability(now);
-        self.requests.push_back(now);
         // `draw < p` rejects with probability p; with p = 0 nothing is rejected,
         // not even a draw of 0.
-        draw >= p
+        let sent = draw >= p;
+        if !sent {
+            // Rejected here: a request the backend never saw, and never
+            // accepted. Counting it is what drives p towards 1 in an outage.
+            self.requests.push_back(now);
+        }
+        sent
     }
 
     fn record(&mut self, now: Instant, accepted: bool) {
+        self.requests.push_back(now);
         if accepted {
             self.accepts.push_back(now);
         }
     }
 }
+// ANCHOR_END: sre
 
 /// gRFC A6's retry throttling (the service config's `retryThrottling`).
 ///

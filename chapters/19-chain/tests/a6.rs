@@ -127,17 +127,17 @@ fn an_outage_gets_a_burst_not_a_rate() {
 
 #[test]
 fn the_table() {
-    let table = a6::table(&PAIRS, M);
+    let table = a6::table(&PAIRS, M, 3);
     println!("{table}");
     assert_eq!(
         table,
         "\
-| maxTokens | tokenRatio | retries stop above failure rate | worst long-run attempts per call | extra attempts at the start of an outage |
-|---:|---:|---:|---:|---:|
-| 10 | 0.1 | 9.1 % | 1.100 | 4 |
-| 100 | 0.1 | 9.1 % | 1.100 | 40 to 49 |
-| 100 | 1 | 50.0 % | 1.938 | 40 to 49 |
-| 1000 | 0.5 | 33.3 % | 1.494 | 400 to 499 |
+| maxTokens | tokenRatio | retries stop above failure rate | worst long-run attempts per call | through 3 layers | extra attempts at the start of an outage |
+|---:|---:|---:|---:|---:|---:|
+| 10 | 0.1 | 9.1 % | 1.100 | 1.331 | 4 |
+| 100 | 0.1 | 9.1 % | 1.100 | 1.331 | 40 to 49 |
+| 100 | 1 | 50.0 % | 1.938 | 7.273 | 40 to 49 |
+| 1000 | 0.5 | 33.3 % | 1.494 | 3.334 | 400 to 499 |
 "
     );
 }

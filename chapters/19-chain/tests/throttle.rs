@@ -48,6 +48,23 @@ async fn sre_rejection_climbs_towards_one_with_no_accepts() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn sre_calls_in_flight_are_not_failures() {
+    // A burst of 100 let through, none ended yet: nothing to hold back for.
+    let mut sre = Sre::new(1.1, Duration::from_secs(10));
+    let now = Instant::now();
+    for _ in 0..100 {
+        assert!(sre.admit(now, false, MOST_REJECTING));
+    }
+    assert_eq!(sre.counts(now), (0, 0));
+    // They end, all accepted: still nothing rejected.
+    for _ in 0..100 {
+        sre.record(now, true);
+    }
+    assert_eq!(sre.counts(now), (100, 100));
+    assert!(sre.admit(now, false, MOST_REJECTING));
+}
+
+#[tokio::test(start_paused = true)]
 async fn sre_k2_tolerates_half_failing_and_k1_1_rejects_sooner() {
     let now = Instant::now();
     // Half accepted: requests = 2 * accepts, right at K = 2's edge.
