@@ -85,6 +85,7 @@ impl Sre {
         (self.requests.len(), self.accepts.len())
     }
 
+    // ANCHOR: throttle
     /// The probability that a request asked about at `now` is turned away
     /// here, before it is counted.
     pub fn reject_probability(&mut self, now: Duration) -> f64 {
@@ -96,4 +97,5 @@ impl Sre {
     fn forget(&mut self, now: Duration) {
         let _ = now; // not used yet
     }
+    // ANCHOR_END: throttle
 }

@@ -250,6 +250,19 @@ mod tests {
     }
 
     #[test]
+    fn a_slower_service_halves_capacity_and_tightens_the_deadline_check() {
+        let t0 = Instant::now();
+        let mut core = Core::new(rules(1, Order::Fifo, true));
+        assert_eq!(core.rules().capacity(), 200.0);
+        // 15 ms left: enough for 10 ms of work, not for 20.
+        let waiting = job(t0, 0, Some(15), 0);
+        assert!(core.can_finish(&waiting, t0));
+        core.set_service(ms(20));
+        assert_eq!(core.rules().capacity(), 100.0);
+        assert!(!core.can_finish(&waiting, t0));
+    }
+
+    #[test]
     fn shed_only_when_every_worker_and_queue_place_is_taken() {
         let t0 = Instant::now();
         // 2 workers, 1 queue place: three calls are held, the fourth is shed.

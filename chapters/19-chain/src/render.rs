@@ -54,6 +54,8 @@ pub struct SummaryRow {
     pub amplification: f64,
     /// The most leaf attempts per user request in any one second.
     pub amplification_peak: f64,
+    /// Leaf attempts per user request over the last 10 s of the run.
+    pub amplification_end: f64,
     pub goodput_before: f64,
     /// From the trigger's end to the end of the run.
     pub goodput_after: f64,
@@ -168,6 +170,10 @@ pub fn reduce(config: &Config, raw: &Folder, out: &Folder) -> anyhow::Result<()>
                 amplification_peak: (before..span)
                     .map(|s| ratio(at(leaf, s, |c| c.received), due[s]))
                     .fold(0.0, f64::max),
+                amplification_end: ratio(
+                    sum(leaf, span.saturating_sub(10)..span, |c| c.received),
+                    due_in(span.saturating_sub(10)..span),
+                ),
                 goodput_before: ratio(good_in(warmup..before), due_in(warmup..before)),
                 goodput_after: ratio(good_in(ended..span), due_in(ended..span)),
                 recovered_s,
@@ -209,9 +215,23 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
     let after = config.after.as_secs() as u32;
     let mut out = String::new();
     let capacity = config.leaf.capacity();
+    let range = |f: fn(&SummaryRow) -> f64| {
+        let values = summary.iter().map(f);
+        let low = values.clone().fold(f64::INFINITY, f64::min);
+        (low, values.fold(0.0, f64::max))
+    };
+    // "1.00" when every variant agrees, "0.98 to 1.02" when they do not.
+    let span_of = |f: fn(&SummaryRow) -> f64, show: fn(f64) -> String| {
+        let (low, high) = range(f);
+        match show(low) == show(high) {
+            true => show(low),
+            false => format!("{} to {}", show(low), show(high)),
+        }
+    };
     out.push_str(&format!(
         "{} user requests/s, each given up after {:?}; the leaf serves {:.0}/s ({} workers x {:?}, \
-         {} queue places), {:.0}/s from second {} for {:?}. Blocks: {} (cells read block 1 / block 2 ...).\n\n",
+         {} queue places), {:.0}/s from second {} for {:?}. Before the trigger every variant sent \
+         {} leaf attempts per user request and answered {} of them in time.{}\n\n",
         config.rate,
         config.deadline,
         capacity,
@@ -221,7 +241,13 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
         capacity / 2.0,
         config.leaf.trigger_at.as_secs(),
         config.leaf.trigger_for,
-        config.blocks,
+        span_of(|r| r.amplification_before, |x| format!("{x:.2}")),
+        span_of(|r| r.goodput_before, pct),
+        if config.blocks > 1 {
+            " Cells give block 1 · block 2 ..."
+        } else {
+            ""
+        },
     ));
     let cells = |variant: Variant, cell: &dyn Fn(&SummaryRow) -> String| {
         summary
@@ -229,7 +255,7 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
             .filter(|r| r.variant == key(variant))
             .map(cell)
             .collect::<Vec<_>>()
-            .join(" / ")
+            .join(" · ")
     };
     table(
         &mut out,
@@ -237,22 +263,21 @@ pub fn render(config: &Config, folder: &Folder) -> anyhow::Result<String> {
             "variant",
             "after the trigger",
             "goodput after",
-            "leaf attempts per request (before / from the trigger / peak s)",
+            "leaf attempts per request from the trigger",
+            "in the worst second",
+            "in the last 10 s",
             "leaf work nobody waited for (user gone)",
-            "answers nobody waited for (frontend / middle)",
-            "cores busy (users / chain)",
+            "answers nobody waited for, frontend / middle",
+            "cores busy, users / chain",
         ],
         config.variants.iter().map(|&v| {
             vec![
                 v.label(),
                 cells(v, &|r| verdict(r, after)),
                 cells(v, &|r| pct(r.goodput_after)),
-                cells(v, &|r| {
-                    format!(
-                        "{:.2} / {:.2} / {:.1}",
-                        r.amplification_before, r.amplification, r.amplification_peak
-                    )
-                }),
+                cells(v, &|r| format!("{:.2}", r.amplification)),
+                cells(v, &|r| format!("{:.1}", r.amplification_peak)),
+                cells(v, &|r| format!("{:.2}", r.amplification_end)),
                 cells(v, &|r| {
                     format!("{} ({})", pct(r.wasted), pct(r.wasted_user_gone))
                 }),
