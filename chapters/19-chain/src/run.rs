@@ -138,6 +138,8 @@ pub struct Args {
     /// Load before the trigger (the first --warmup of it is not counted)
     #[arg(long, value_parser = program::duration::parse, default_value = "8s")]
     pub before: Duration,
+    /// The start of the load that no table counts: new processes,
+    /// connections and throttles settle
     #[arg(long, value_parser = program::duration::parse, default_value = "3s")]
     pub warmup: Duration,
     /// How long the leaf's capacity is halved

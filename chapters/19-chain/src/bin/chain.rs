@@ -21,7 +21,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the chain under each retry variant and report how it recovers
+    /// Halve the leaf's capacity for a few seconds under each retry variant; writes CSV, Markdown and SVG to --out
     Run(Box<Args>),
     /// What gRFC A6's maxTokens and tokenRatio allow, in attempts per call
     A6(A6Args),
