@@ -246,7 +246,8 @@ impl Retrier {
     // ANCHOR_END: call
 
     /// One attempt, abandoned after `limit`: dropping the call resets its
-    /// HTTP/2 stream, which the next hop's server sees as a cancellation.
+    /// HTTP/2 stream, and the next hop's server drops the call's handler
+    /// (tests/hop.rs).
     async fn attempt(&self, gives_up: Option<u64>, limit: Duration) -> Result<(), Status> {
         let mut request = tonic::Request::new(HelloRequest {
             name: "chain".into(),

@@ -98,7 +98,7 @@ impl Greeter for PassOn {
         let passed = if self.propagate {
             // Inside the handler: when the caller resets the stream, tonic
             // drops this future, and with it the attempt in flight downstream,
-            // which resets the next hop's stream in turn.
+            // which resets the next hop's stream in turn (tests/hop.rs).
             let deadline = grpc_timeout(request.metadata()).map(|t| Instant::now() + t);
             next.call(gives_up, deadline).await
         } else {

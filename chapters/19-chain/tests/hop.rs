@@ -1,6 +1,7 @@
 //! One layer's client against a server that always fails: how many attempts
 //! each policy sends, what the throttle holds back, and what travels along.
-//! Counts and codes only, never a time.
+//! Then against one that never answers: whether the server learns that a
+//! call was abandoned. Counts, codes and signals only, never a time.
 
 use std::{
     sync::{Arc, Mutex},
@@ -12,7 +13,10 @@ use proto::greeter::v1::{
     HelloReply, HelloRequest,
     greeter_server::{Greeter, GreeterServer},
 };
-use tokio::time::Instant;
+use tokio::{
+    sync::mpsc,
+    time::{Instant, timeout},
+};
 use tonic::{Code, Request, Response, Status, transport::Endpoint};
 
 /// One call as the failing server saw it: whether a grpc-timeout came, and
@@ -38,20 +42,49 @@ impl Greeter for Seen {
     }
 }
 
-async fn failing_server() -> (Seen, Endpoint) {
+/// A server that never answers: it says when a call reaches its handler, and
+/// when tonic drops the handler's future.
+#[derive(Clone)]
+struct Hangs {
+    started: mpsc::UnboundedSender<()>,
+    dropped: mpsc::UnboundedSender<()>,
+}
+
+struct OnDrop(mpsc::UnboundedSender<()>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+#[tonic::async_trait]
+impl Greeter for Hangs {
+    async fn say_hello(
+        &self,
+        _request: Request<HelloRequest>,
+    ) -> Result<Response<HelloReply>, Status> {
+        let _dropped = OnDrop(self.dropped.clone());
+        let _ = self.started.send(());
+        std::future::pending().await
+    }
+}
+
+async fn serve<S: Greeter>(service: S) -> Endpoint {
     let incoming = tonic::transport::server::TcpIncoming::bind(([127, 0, 0, 1], 0).into()).unwrap();
     let addr = incoming.local_addr().unwrap();
-    let seen = Seen::default();
-    let service = GreeterServer::new(seen.clone());
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(service)
+            .add_service(GreeterServer::new(service))
             .serve_with_incoming(incoming),
     );
-    (
-        seen,
-        Endpoint::from_shared(format!("http://{addr}")).unwrap(),
-    )
+    Endpoint::from_shared(format!("http://{addr}")).unwrap()
+}
+
+async fn failing_server() -> (Seen, Endpoint) {
+    let seen = Seen::default();
+    let endpoint = serve(seen.clone()).await;
+    (seen, endpoint)
 }
 
 fn policy(gate: Gate, propagate: bool) -> Policy {
@@ -146,4 +179,65 @@ async fn the_sre_throttle_holds_back_first_attempts_too() {
     let (attempts, _, throttled) = totals(&tally);
     assert_eq!(seen.0.lock().unwrap().len() as u64, attempts);
     assert!(throttled > 150, "{throttled} held back, {attempts} sent");
+}
+
+type Signals = (mpsc::UnboundedReceiver<()>, mpsc::UnboundedReceiver<()>);
+
+/// A server that hangs, the signals it sends, and a client of one attempt.
+async fn hanging(propagate: bool, attempt_timeout: Duration) -> (Retrier, Signals) {
+    let (started, started_rx) = mpsc::unbounded_channel();
+    let (dropped, dropped_rx) = mpsc::unbounded_channel();
+    let channel = serve(Hangs { started, dropped })
+        .await
+        .connect()
+        .await
+        .unwrap();
+    let policy = Policy {
+        attempts: 1,
+        attempt_timeout,
+        ..policy(Gate::None, propagate)
+    };
+    let retrier = Retrier::new(channel, policy, 7, Arc::new(Tally::new(now_us())));
+    (retrier, (started_rx, dropped_rx))
+}
+
+/// Waits for one signal; ten seconds is far more than a loopback reset needs,
+/// and only bounds the test if the signal never comes.
+async fn signalled(rx: &mut mpsc::UnboundedReceiver<()>) -> bool {
+    matches!(
+        timeout(Duration::from_secs(10), rx.recv()).await,
+        Ok(Some(()))
+    )
+}
+
+#[tokio::test]
+async fn a_caller_that_stops_waiting_ends_the_handler_below() {
+    // What the middle does with deadlines passed on, when its own caller
+    // resets the stream: tonic drops its handler, and with it this call.
+    let (retrier, (mut started, mut dropped)) = hanging(true, Duration::from_secs(600)).await;
+    let call = tokio::spawn(async move { retrier.call(None, None).await });
+    assert!(
+        signalled(&mut started).await,
+        "the call never reached the server"
+    );
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    assert!(
+        signalled(&mut dropped).await,
+        "the server went on with a call its caller had dropped"
+    );
+}
+
+#[tokio::test]
+async fn an_attempt_given_up_by_its_own_timer_ends_the_handler_below() {
+    // No deadline travels (no propagation): only the reset of the stream
+    // can tell the server, and it does.
+    let (retrier, (mut started, mut dropped)) = hanging(false, Duration::from_millis(200)).await;
+    let ended = retrier.call(None, None).await.unwrap_err();
+    assert_eq!(ended.code(), Code::DeadlineExceeded);
+    assert!(signalled(&mut started).await);
+    assert!(
+        signalled(&mut dropped).await,
+        "the server went on with an attempt its client had given up"
+    );
 }
