@@ -11,8 +11,9 @@
 #   support/first-build.sh                      # prints the table
 #   support/first-build.sh > book/src/results/first-build.txt   # the book's copy
 #
-# About 9 minutes on 2 cores and 2.5 GB of disk (the table's last line says);
-# the directory is removed at the end. Run it on a quiet machine: the times
+# It takes as long as its table's total and as much disk as its last line
+# says (on 2 cores, about ten minutes and a few GB); the directory is removed
+# at the end. Run it on a quiet machine: the times
 # are the machine's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
