@@ -339,11 +339,12 @@ async fn the_proxy_carries_tcp_and_can_blackhole_it() {
 
 #[tokio::test]
 async fn an_unreachable_upstream_closes_the_client() {
-    let refused = {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        listener.local_addr().unwrap()
-    };
-    let proxy = proxy_to(refused).await;
+    // A port bound but not listening refuses every connection, and stays
+    // ours for the whole test: a listener dropped to free its port could see
+    // the port handed to another test's server meanwhile.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let proxy = proxy_to(held.local_addr().unwrap()).await;
     let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
     let mut buf = [0; 16];
     let read = timeout(PATIENCE, client.read(&mut buf))
