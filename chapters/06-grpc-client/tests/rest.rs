@@ -137,10 +137,11 @@ async fn a_request_over_its_timeout_reports_timed_out() {
 
 #[tokio::test]
 async fn nothing_listening_is_a_request_error() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    // Bound but not listening: the port refuses connections and stays ours,
+    // where a listener dropped to free it could see another test take it.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = held.local_addr().unwrap().port();
     let pki = TempPki::new();
     let client = rest::client(&pki.ca_cert(), false).unwrap();
     let url = format!("https://127.0.0.1:{port}/v1/greetings");
