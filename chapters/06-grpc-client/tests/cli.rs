@@ -303,11 +303,11 @@ async fn a_client_cancelling_before_its_deadline_is_cancelled() {
 
 #[tokio::test]
 async fn nothing_listening_is_unavailable_lazy_or_eager() {
-    // A port that was free a moment ago and has nothing listening now.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    // A port bound but not listening: it refuses connections, and no other
+    // test's server can take it while this one runs.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = held.local_addr().unwrap().port();
     let pki = TempPki::new();
     let target = format!("https://127.0.0.1:{port}");
     let ca = pki.ca_cert();
